@@ -1,0 +1,68 @@
+/**
+ * Engine-side types: what the HTTP layer hands the engine and what the engine emits back.
+ * Wire types (dialect bodies) live in shared/; they are parsed into GenerateRequest by the
+ * server and into EngineRequest by the engine.
+ */
+
+import type { FinishReason, SamplingParams, Usage } from '../../../shared/src/generation.ts'
+
+export type { FinishReason, SamplingParams, Usage }
+export { GREEDY } from '../../../shared/src/generation.ts'
+
+/** A generation request as the engine sees it: tokens in, stop rules, sampling. */
+export interface EngineRequest {
+  /** Unique per request (the x-request-id, or a generated one). */
+  id: string
+  promptTokens: number[]
+  maxTokens: number
+  stop: string[]
+  sampling: SamplingParams
+  /** Lower runs first. */
+  priority: number
+  /** Epoch ms after which the request may be dropped; undefined means none. */
+  deadlineMs?: number
+  /** Skip EOS (for benchmarks that need a fixed number of tokens). */
+  ignoreEos?: boolean
+}
+
+/** What a request's consumer receives, in order: zero or more `text`, then exactly one `finish`. */
+export type EngineEvent =
+  | { type: 'text'; text: string; completionTokens: number }
+  | { type: 'finish'; reason: FinishReason; usage: Usage; stopSequence?: string; error?: { code: string } }
+
+/** Live numbers for /metrics, heartbeats and overload answers. */
+export interface EngineStats {
+  running: number
+  waiting: number
+  maxBatch: number
+  /** KV bytes the running batch touches per step over the budget, 0..1. */
+  kvUsedFrac: number
+  /** Generated tokens per second over the last few seconds. */
+  tokPerSec: number
+  draining: boolean
+}
+
+export type SubmitResult = { ok: true } | { ok: false; code: 'overloaded'; retryAfterMs: number } | { ok: false; code: 'draining'; retryAfterMs: number }
+
+/** Timing the engine reports so the server can keep Prometheus histograms without the engine knowing prom-client. */
+export interface EngineObserver {
+  /** One scheduler tick: model time and rows run. */
+  onStep?(step: { durationMs: number; decodeRows: number; prefillTokens: number }): void
+  /** A request left the queue and started prefill. */
+  onScheduled?(id: string, queueMs: number): void
+  /** A sequence was preempted (its KV freed, to be recomputed later). */
+  onPreempted?(id: string): void
+}
+
+/**
+ * What the HTTP layer may do with the engine: submit and abort. Both take effect between
+ * steps; `onEvent` is called on the main thread, `text` events then exactly one `finish`.
+ */
+export interface EngineHandle {
+  submit(req: EngineRequest, onEvent: (event: EngineEvent) => void): SubmitResult
+  abort(id: string): void
+  stats(): EngineStats
+  /** Stop admitting; resolves when every admitted request has finished. */
+  drain(): Promise<void>
+  close(): Promise<void>
+}

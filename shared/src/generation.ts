@@ -1,0 +1,68 @@
+/**
+ * The dialect-neutral generation vocabulary shared by the edge, the node's HTTP layer and the
+ * engine: sampling parameters, finish reasons, usage, and the validated request that every
+ * dialect parser produces.
+ */
+
+/** Sampling parameters after validation; defaults filled in by the dialect parser. */
+export interface SamplingParams {
+  /** 0 means greedy. */
+  temperature: number
+  /** 1 means off. */
+  topP: number
+  /** 0 means off. */
+  topK: number
+  /** 0 means off. */
+  minP: number
+  /** OpenAI-style, applied to generated tokens only; 0 means off. */
+  presencePenalty: number
+  /** OpenAI-style, applied to generated tokens only; 0 means off. */
+  frequencyPenalty: number
+  /** HF/vLLM-style multiplicative penalty over prompt and generated tokens; 1 means off. */
+  repetitionPenalty: number
+  /** Seed for reproducible sampling; undefined means a random seed. */
+  seed?: number
+}
+
+export const GREEDY: SamplingParams = {
+  temperature: 0,
+  topP: 1,
+  topK: 0,
+  minP: 0,
+  presencePenalty: 0,
+  frequencyPenalty: 0,
+  repetitionPenalty: 1,
+}
+
+/** Why a sequence stopped: the engine's words, mapped to each dialect in shared/finish-reason. */
+export type FinishReason = 'stop' | 'length' | 'stop_sequence' | 'abort' | 'error'
+
+export interface Usage {
+  promptTokens: number
+  completionTokens: number
+}
+
+
+/** One chat turn after dialect parsing: content is plain text (text parts joined). */
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant'
+  content: string
+}
+
+export type Dialect = 'openai-chat' | 'openai-completions' | 'anthropic-messages'
+
+/** A dialect body after validation: what the node turns into tokens and an EngineRequest. */
+export interface GenerateRequest {
+  dialect: Dialect
+  model: string
+  input: { kind: 'chat'; messages: ChatMessage[] } | { kind: 'text'; prompt: string }
+  /** undefined means "up to the context length" (OpenAI); Anthropic always sets it. */
+  maxTokens?: number
+  stop: string[]
+  sampling: SamplingParams
+  stream: boolean
+  /** OpenAI `stream_options.include_usage`. */
+  includeUsage: boolean
+  /** OpenAI completions `echo`. */
+  echo?: boolean
+}
