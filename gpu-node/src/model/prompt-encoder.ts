@@ -1,0 +1,17 @@
+import type { ChatMessage } from '../../../shared/src/generation.ts'
+
+/**
+ * What the HTTP layer needs from the model side to turn a validated request into tokens:
+ * the served model id, the context length, and tokenization with the model's chat template.
+ * Implemented by the loaded model directory (model-dir + tokenizer + chat-template).
+ */
+export interface PromptEncoder {
+  /** The id clients send as `model` and /v1/models lists. */
+  modelId: string
+  /** Max prompt + generated tokens per sequence (the model's position limit). */
+  contextLength: number
+  /** Chat messages → template (with the generation prompt) → token ids. */
+  encodeChat(messages: ChatMessage[]): number[]
+  /** Raw text → token ids (completions). */
+  encodeText(prompt: string): number[]
+}
