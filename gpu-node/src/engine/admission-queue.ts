@@ -1,0 +1,64 @@
+/** What the queue orders by: lower priority first, then earlier arrival. */
+export interface Queued {
+  priority: number
+  arrivalSeq: number
+}
+
+/**
+ * The bounded waiting line in front of the scheduler. Ordered by (priority, arrival); a
+ * preempted sequence keeps its arrival number, so it goes back ahead of later arrivals.
+ * `capacity` bounds only new admissions (`offer`); re-queued preempted work is always taken.
+ */
+export class AdmissionQueue<T extends Queued> {
+  private readonly items: T[] = []
+
+  constructor(readonly capacity: number) {}
+
+  get length(): number {
+    return this.items.length
+  }
+
+  /** Adds a new arrival; false when the queue is full. */
+  offer(item: T): boolean {
+    if (this.items.length >= this.capacity) return false
+    this.insert(item)
+    return true
+  }
+
+  /** Puts preempted work back in its place, regardless of capacity. */
+  requeue(item: T): void {
+    this.insert(item)
+  }
+
+  peek(): T | undefined {
+    return this.items[0]
+  }
+
+  shift(): T | undefined {
+    return this.items.shift()
+  }
+
+  remove(item: T): boolean {
+    const i = this.items.indexOf(item)
+    if (i === -1) return false
+    this.items.splice(i, 1)
+    return true
+  }
+
+  [Symbol.iterator](): Iterator<T> {
+    return this.items[Symbol.iterator]()
+  }
+
+  private insert(item: T): void {
+    // Binary search for the first element that should run after `item`.
+    let lo = 0
+    let hi = this.items.length
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1
+      const m = this.items[mid]
+      if (m.priority < item.priority || (m.priority === item.priority && m.arrivalSeq < item.arrivalSeq)) lo = mid + 1
+      else hi = mid
+    }
+    this.items.splice(lo, 0, item)
+  }
+}

@@ -1,0 +1,162 @@
+import { describe, expect, it } from 'vitest'
+import { Scheduler, type SchedulerLimits } from './scheduler.ts'
+import { letterDecoder, ScriptedRunner } from './scripted-runner.ts'
+import { Sequence } from './sequence.ts'
+import { GREEDY, type EngineEvent } from './types.ts'
+
+const BYTES_PER_TOKEN = 8
+
+function limits(over: Partial<SchedulerLimits> = {}): SchedulerLimits {
+  return { maxBatch: 8, maxQueue: 64, kvBudgetBytes: 1 << 30, kvBytesPerToken: BYTES_PER_TOKEN, prefillChunkTokens: 4, ...over }
+}
+
+let nextId = 1
+function seq(promptLen: number, maxTokens: number, priority = 0) {
+  const events: EngineEvent[] = []
+  const id = nextId++
+  const req = { id: `s${id}`, promptTokens: Array.from({ length: promptLen }, (_, i) => 1 + (i % 20)), maxTokens, stop: [], sampling: GREEDY, priority }
+  const s = new Sequence(id, id, req, (e) => events.push(e), letterDecoder, [0], 0)
+  const text = () => events.flatMap((e) => (e.type === 'text' ? [e.text] : [])).join('')
+  return { s, events, text }
+}
+
+/** Drives scheduler + runner to completion; returns every plan with the KV bytes it touched. */
+async function drive(sched: Scheduler, runner: ScriptedRunner, maxTicks = 10_000) {
+  const touched: number[] = []
+  for (let tick = 0; tick < maxTicks && sched.hasWork; tick++) {
+    const plan = sched.schedule(0)
+    const rowsBefore = sched.running.length
+    const bytes = sched.kvBytesNextStep()
+    const result = await runner.step(plan)
+    if (plan.decode) {
+      expect(result.decoded.seqIds).toHaveLength(rowsBefore)
+      touched.push(bytes)
+    }
+    sched.update(plan, result)
+  }
+  return touched
+}
+
+describe('Scheduler', () => {
+  it('prefills a long prompt one chunk per tick while others keep decoding', async () => {
+    const sched = new Scheduler(limits())
+    const runner = new ScriptedRunner()
+    const a = seq(2, 20)
+    sched.add(a.s)
+    await runner.step(sched.schedule(0)).then((r) => sched.update(runner.plans[0], r))
+    const b = seq(10, 3)
+    sched.add(b.s)
+    const plans = []
+    for (let i = 0; i < 3; i++) {
+      const plan = sched.schedule(0)
+      plans.push(plan)
+      sched.update(plan, await runner.step(plan))
+    }
+    expect(plans.map((p) => p.prefill?.tokens.length)).toEqual([4, 4, 2])
+    expect(plans.map((p) => p.prefill?.last)).toEqual([false, false, true])
+    expect(plans.every((p) => p.decode)).toBe(true)
+    expect(sched.running.map((s) => s.seqId)).toEqual([a.s.seqId, b.s.seqId])
+  })
+
+  it('releases a finished sequence in the very next plan', async () => {
+    const sched = new Scheduler(limits())
+    const runner = new ScriptedRunner()
+    const a = seq(2, 1)
+    sched.add(a.s)
+    const first = sched.schedule(0)
+    sched.update(first, await runner.step(first))
+    expect(a.events.at(-1)).toMatchObject({ type: 'finish', reason: 'length' })
+    expect(sched.schedule(0).release).toEqual([a.s.seqId])
+  })
+
+  it('never lets a decode step touch more KV bytes than the budget', async () => {
+    const budget = 3 * 40 * BYTES_PER_TOKEN
+    const sched = new Scheduler(limits({ kvBudgetBytes: budget }))
+    const runner = new ScriptedRunner()
+    const seqs = Array.from({ length: 6 }, (_, i) => seq(4 + i, 24))
+    for (const x of seqs) sched.add(x.s)
+    const touched = await drive(sched, runner)
+    expect(Math.max(...touched)).toBeLessThanOrEqual(budget)
+    for (const x of seqs) expect(x.events.at(-1)).toMatchObject({ type: 'finish', reason: 'length' })
+  })
+
+  it('caps the batch at maxBatch rows', async () => {
+    const sched = new Scheduler(limits({ maxBatch: 3 }))
+    const runner = new ScriptedRunner()
+    for (let i = 0; i < 7; i++) sched.add(seq(3, 10).s)
+    let maxRows = 0
+    while (sched.hasWork) {
+      const plan = sched.schedule(0)
+      const result = await runner.step(plan)
+      maxRows = Math.max(maxRows, result.kvRows)
+      sched.update(plan, result)
+    }
+    expect(maxRows).toBe(3)
+  })
+
+  it('preempts the latest arrival when growth breaks the budget, and it later finishes with the same text', async () => {
+    // Two sequences fit at the start; as they grow, only one does.
+    const budget = 2 * 12 * BYTES_PER_TOKEN
+    const sched = new Scheduler(limits({ kvBudgetBytes: budget }), { onPreempted: (s) => preempted.push(s.seqId) })
+    const preempted: number[] = []
+    const runner = new ScriptedRunner()
+    const early = seq(3, 16)
+    const late = seq(3, 16)
+    sched.add(early.s)
+    sched.add(late.s)
+    const touched = await drive(sched, runner)
+    expect(preempted).toContain(late.s.seqId)
+    expect(preempted).not.toContain(early.s.seqId)
+    expect(Math.max(...touched)).toBeLessThanOrEqual(Math.max(budget, 20 * BYTES_PER_TOKEN))
+
+    // Reference: the same prompt alone, no budget pressure.
+    const refSched = new Scheduler(limits())
+    const ref = seq(3, 16)
+    refSched.add(ref.s)
+    await drive(refSched, new ScriptedRunner())
+    expect(late.text()).toBe(ref.text())
+    expect(late.events.at(-1)).toMatchObject({ type: 'finish', reason: 'length', usage: { completionTokens: 16 } })
+  })
+
+  it('admits by priority, then arrival', async () => {
+    const sched = new Scheduler(limits({ maxBatch: 1 }))
+    const low = seq(2, 1, 5)
+    const high = seq(2, 1, 0)
+    const high2 = seq(2, 1, 0)
+    sched.add(low.s)
+    sched.add(high.s)
+    sched.add(high2.s)
+    const order: number[] = []
+    const runner = new ScriptedRunner()
+    while (sched.hasWork) {
+      const plan = sched.schedule(0)
+      if (plan.prefill?.start) order.push(plan.prefill.seqId)
+      sched.update(plan, await runner.step(plan))
+    }
+    expect(order).toEqual([high.s.seqId, high2.s.seqId, low.s.seqId])
+  })
+
+  it('cancels a sequence wherever it is and releases only what holds KV', async () => {
+    const sched = new Scheduler(limits({ maxBatch: 2 }))
+    const runner = new ScriptedRunner()
+    const running = seq(2, 50)
+    const prefilling = seq(12, 50)
+    const waiting = seq(2, 50)
+    sched.add(running.s)
+    let plan = sched.schedule(0)
+    sched.update(plan, await runner.step(plan))
+    sched.add(prefilling.s)
+    sched.add(waiting.s)
+    plan = sched.schedule(0)
+    sched.update(plan, await runner.step(plan))
+    expect(sched.prefilling).toBe(prefilling.s)
+    for (const x of [running, prefilling, waiting]) sched.cancel(x.s, 'abort')
+    for (const x of [running, prefilling, waiting]) expect(x.events.at(-1)).toMatchObject({ type: 'finish', reason: 'abort' })
+    plan = sched.schedule(0)
+    expect(plan.release.sort()).toEqual([running.s.seqId, prefilling.s.seqId].sort())
+    expect(plan.decode).toBe(false)
+    const result = await runner.step(plan)
+    expect(result.kvRows).toBe(0)
+    expect(sched.hasWork).toBe(false)
+  })
+})

@@ -1,0 +1,68 @@
+import type { ModelInfo, ModelRunner, StepPlan, StepResult } from '../model/runner.ts'
+
+/**
+ * A ModelRunner test double for scheduler and engine tests (the other side of the model
+ * boundary): it keeps batch rows exactly as the ONNX runner does (release → decode → prefill →
+ * join) and "samples" token = next(seqId, tokens so far), so output depends only on the
+ * sequence (its prompt and length), never on batch composition or preemption — as real greedy
+ * decoding should. Each step yields to the event loop once, as a worker round trip does.
+ */
+export class ScriptedRunner implements ModelRunner {
+  readonly info: ModelInfo
+  /** Batch rows in order, with the sequence length each row has reached. */
+  rows: { seqId: number; key: number; len: number }[] = []
+  private readonly prefillLen = new Map<number, number>()
+  /** Per sequence: a hash of its prompt, so tokens do not depend on the engine's seq ids. */
+  private readonly keys = new Map<number, number>()
+  /** Every plan seen, for assertions. */
+  readonly plans: StepPlan[] = []
+  /** When set, step() waits on it (lets tests hold a step "in flight"). */
+  gate: Promise<void> | null = null
+
+  constructor(
+    info: Partial<ModelInfo> = {},
+    readonly next: (key: number, len: number) => number = (key, len) => 1 + ((key * 31 + len * 7) % 25),
+  ) {
+    this.info = { vocabSize: 32, numLayers: 1, numKvHeads: 1, headDim: 1, contextLength: 4096, kvBytesPerToken: 8, eosTokenIds: [0], ...info }
+  }
+
+  async step(plan: StepPlan): Promise<StepResult> {
+    this.plans.push(structuredClone(plan))
+    await new Promise((resolve) => setImmediate(resolve))
+    if (this.gate) await this.gate
+    const released = new Set(plan.release)
+    for (const id of released) {
+      this.prefillLen.delete(id)
+      this.keys.delete(id)
+    }
+    this.rows = this.rows.filter((r) => !released.has(r.seqId))
+    const decoded = { seqIds: [] as number[], tokens: [] as number[] }
+    if (plan.decode) {
+      for (const row of this.rows) {
+        row.len++
+        decoded.seqIds.push(row.seqId)
+        decoded.tokens.push(this.next(row.key, row.len))
+      }
+    }
+    let firstToken: number | undefined
+    if (plan.prefill) {
+      const { seqId, tokens, last, start } = plan.prefill
+      if (start) this.keys.set(seqId, start.tokens.slice(0, start.promptLen).reduce((h, t) => (h * 131 + t) % 1_000_003, 7))
+      const key = this.keys.get(seqId) ?? 0
+      const len = (plan.prefill.start ? 0 : (this.prefillLen.get(seqId) ?? 0)) + tokens.length
+      this.prefillLen.set(seqId, len)
+      if (last) {
+        this.prefillLen.delete(seqId)
+        firstToken = this.next(key, len)
+        this.rows.push({ seqId, key, len })
+      }
+    }
+    const width = this.rows.reduce((m, r) => Math.max(m, r.len), 0)
+    return { decoded, firstToken, kvRows: this.rows.length, kvTokens: width, decodeMs: 0, prefillMs: 0 }
+  }
+
+  async close(): Promise<void> {}
+}
+
+/** A decoder for ScriptedRunner tokens: id n → the letter n (1 = "a"). */
+export const letterDecoder = { decode: (ids: readonly number[]) => ids.map((t) => String.fromCharCode(96 + t)).join('') }

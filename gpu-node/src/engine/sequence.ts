@@ -1,0 +1,77 @@
+import { IncrementalDetokenizer, type TokenDecoder } from './detokenizer.ts'
+import { StopChecker } from './stop-checker.ts'
+import type { EngineEvent, EngineRequest, FinishReason } from './types.ts'
+
+/** A request's life, in order. */
+export type SequenceState = 'waiting' | 'prefilling' | 'running' | 'finished'
+
+/**
+ * One request inside the engine: its tokens, where it is, and the text pipeline that turns
+ * sampled tokens into events (detokenizer → stop checker → onEvent). Owned by the scheduler.
+ */
+export class Sequence {
+  state: SequenceState = 'waiting'
+  /** Prompt, then every generated token. */
+  readonly tokens: number[]
+  readonly promptLen: number
+  /** Tokens of `tokens` already in this sequence's KV (prefill progress). */
+  prefilled = 0
+  readonly arrivalMs: number
+  private readonly detok: IncrementalDetokenizer
+  private readonly stopper: StopChecker
+  private readonly eos: ReadonlySet<number>
+
+  constructor(
+    readonly seqId: number,
+    readonly arrivalSeq: number,
+    readonly req: EngineRequest,
+    private readonly onEvent: (e: EngineEvent) => void,
+    decoder: TokenDecoder,
+    eosTokenIds: readonly number[],
+    nowMs: number,
+  ) {
+    this.tokens = req.promptTokens.slice()
+    this.promptLen = req.promptTokens.length
+    this.arrivalMs = nowMs
+    this.detok = new IncrementalDetokenizer(decoder)
+    this.stopper = new StopChecker(req.stop)
+    this.eos = new Set(req.ignoreEos ? [] : eosTokenIds)
+  }
+
+  get priority(): number {
+    return this.req.priority
+  }
+
+  get generated(): number {
+    return this.tokens.length - this.promptLen
+  }
+
+  /** Appends a sampled token and emits text; returns true when the sequence finished. */
+  append(token: number): boolean {
+    if (this.eos.has(token)) return this.finish('stop')
+    this.tokens.push(token)
+    const { emit, stopped } = this.stopper.push(this.detok.push(token))
+    if (emit) this.onEvent({ type: 'text', text: emit, completionTokens: this.generated })
+    if (stopped !== undefined) return this.finish('stop_sequence', stopped)
+    if (this.generated >= this.req.maxTokens) return this.finish('length')
+    return false
+  }
+
+  /** Ends the sequence once: flushes held text (unless a stop string cut it) and emits `finish`. */
+  finish(reason: FinishReason, stopSequence?: string, errorCode?: string): true {
+    if (this.state === 'finished') return true
+    this.state = 'finished'
+    if (reason === 'stop' || reason === 'length') {
+      const rest = this.stopper.push(this.detok.flush()).emit + this.stopper.flush()
+      if (rest) this.onEvent({ type: 'text', text: rest, completionTokens: this.generated })
+    }
+    this.onEvent({
+      type: 'finish',
+      reason,
+      usage: { promptTokens: this.promptLen, completionTokens: this.generated },
+      ...(stopSequence !== undefined ? { stopSequence } : {}),
+      ...(errorCode ? { error: { code: errorCode } } : {}),
+    })
+    return true
+  }
+}

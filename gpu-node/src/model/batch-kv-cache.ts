@@ -1,0 +1,134 @@
+import * as ort from 'onnxruntime-node'
+import type { SessionIo } from './session-io.ts'
+
+/** One layer's K and V, [rows, kvHeads, tokens, headDim] float32. */
+export interface LayerKv {
+  key: ort.Tensor
+  value: ort.Tensor
+}
+
+/**
+ * The batch-resident, left-padded KV cache (FACTS.md: per-sequence caches gathered every step
+ * cost more than the model step). Row b holds its `lens[b]` real tokens in the last columns;
+ * pad columns have attention_mask 0. Each step's `present.*` become the next step's
+ * `past_key_values.*` without a copy; data is re-laid (copied) only when rows leave or join,
+ * and then all-pad leading columns are trimmed.
+ */
+export class BatchKvCache {
+  seqIds: number[] = []
+  /** Real tokens in the cache per row. */
+  lens: number[] = []
+  /** The token each row feeds at the next decode step (its last sampled token). */
+  nextTokens: number[] = []
+  /** Padded length of every row. */
+  width = 0
+  layers: LayerKv[]
+
+  constructor(private readonly io: SessionIo) {
+    this.layers = emptyLayers(io, 0)
+  }
+
+  get rows(): number {
+    return this.seqIds.length
+  }
+
+  /** Feeds for one decode step: one new token per row, at position lens[b]. */
+  decodeFeeds(): Record<string, ort.Tensor> {
+    const b = this.rows
+    const total = this.width + 1
+    const mask = new BigInt64Array(b * total)
+    const positions = new BigInt64Array(b)
+    for (let r = 0; r < b; r++) {
+      mask.fill(1n, r * total + (this.width - this.lens[r]), (r + 1) * total)
+      positions[r] = BigInt(this.lens[r])
+    }
+    const ids = BigInt64Array.from(this.nextTokens, (t) => BigInt(t))
+    return modelFeeds(this.io, ids, [b, 1], mask, total, positions, this.layers, this.width)
+  }
+
+  /** Takes the step's presents as the new cache (zero-copy) and grows every row by one. */
+  acceptDecode(outputs: ort.InferenceSession.ReturnType): void {
+    this.layers = presentsOf(this.io, outputs)
+    this.width++
+    for (let r = 0; r < this.rows; r++) this.lens[r]++
+  }
+
+  /**
+   * Drops rows and appends at most one joining sequence in a single copy, trimming leading
+   * columns that every remaining row has as padding.
+   */
+  relayout(remove: ReadonlySet<number>, join?: { seqId: number; nextToken: number; len: number; layers: LayerKv[] }): void {
+    const keep: number[] = []
+    for (let r = 0; r < this.rows; r++) if (!remove.has(this.seqIds[r])) keep.push(r)
+    if (keep.length === this.rows && !join) return
+    const lens = keep.map((r) => this.lens[r])
+    if (join) lens.push(join.len)
+    const width = lens.reduce((m, l) => Math.max(m, l), 0)
+    const { numKvHeads: h, headDim: d } = this.io
+    const rows = lens.length
+    this.layers = this.layers.map((layer, i) => {
+      const relay = (old: ort.Tensor, joined?: ort.Tensor): ort.Tensor => {
+        const src = old.data as Float32Array
+        const dst = new Float32Array(rows * h * width * d)
+        keep.forEach((r, to) => copyRow(src, r, this.width, dst, to, width, this.lens[r], h, d))
+        if (joined) copyRow(joined.data as Float32Array, 0, join!.len, dst, rows - 1, width, join!.len, h, d)
+        return new ort.Tensor('float32', dst, [rows, h, width, d])
+      }
+      return { key: relay(layer.key, join?.layers[i].key), value: relay(layer.value, join?.layers[i].value) }
+    })
+    this.seqIds = keep.map((r) => this.seqIds[r])
+    this.nextTokens = keep.map((r) => this.nextTokens[r])
+    if (join) {
+      this.seqIds.push(join.seqId)
+      this.nextTokens.push(join.nextToken)
+    }
+    this.lens = lens
+    this.width = width
+  }
+}
+
+/** Copies the last `len` columns of row `from` (width `fromWidth`) into the right end of row `to`. */
+function copyRow(src: Float32Array, from: number, fromWidth: number, dst: Float32Array, to: number, toWidth: number, len: number, h: number, d: number): void {
+  for (let head = 0; head < h; head++) {
+    const s = ((from * h + head) * fromWidth + (fromWidth - len)) * d
+    const t = ((to * h + head) * toWidth + (toWidth - len)) * d
+    dst.set(src.subarray(s, s + len * d), t)
+  }
+}
+
+export function emptyLayers(io: SessionIo, rows: number): LayerKv[] {
+  const shape = [rows, io.numKvHeads, 0, io.headDim]
+  return Array.from({ length: io.numLayers }, () => ({
+    key: new ort.Tensor('float32', new Float32Array(0), shape),
+    value: new ort.Tensor('float32', new Float32Array(0), shape),
+  }))
+}
+
+export function presentsOf(io: SessionIo, outputs: ort.InferenceSession.ReturnType): LayerKv[] {
+  return io.presentKey.map((k, i) => ({ key: outputs[k] as ort.Tensor, value: outputs[io.presentValue[i]] as ort.Tensor }))
+}
+
+/** The feed dictionary every run uses; optional inputs only when the session declares them. */
+export function modelFeeds(
+  io: SessionIo,
+  ids: BigInt64Array,
+  idsShape: [number, number],
+  mask: BigInt64Array,
+  maskWidth: number,
+  positions: BigInt64Array,
+  past: LayerKv[],
+  pastLen: number,
+): Record<string, ort.Tensor> {
+  const feeds: Record<string, ort.Tensor> = {
+    input_ids: new ort.Tensor('int64', ids, idsShape),
+    attention_mask: new ort.Tensor('int64', mask, [idsShape[0], maskWidth]),
+  }
+  if (io.hasPositionIds) feeds.position_ids = new ort.Tensor('int64', positions, idsShape)
+  if (io.hasUseCacheBranch) feeds.use_cache_branch = new ort.Tensor('bool', new Uint8Array([pastLen > 0 ? 1 : 0]), [1])
+  if (io.hasNumLogitsToKeep) feeds.num_logits_to_keep = new ort.Tensor('int64', new BigInt64Array([1n]), [])
+  past.forEach((layer, i) => {
+    feeds[io.pastKey[i]] = layer.key
+    feeds[io.pastValue[i]] = layer.value
+  })
+  return feeds
+}

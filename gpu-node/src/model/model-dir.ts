@@ -1,0 +1,118 @@
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { z } from 'zod'
+
+/**
+ * A model directory in the layout of a Hugging Face Optimum export: model.onnx, config.json,
+ * tokenizer.json, tokenizer_config.json, generation_config.json. Reading it validates every
+ * file once and fails with one message naming the file and what is wrong.
+ */
+export class ModelDirError extends Error {
+  constructor(
+    readonly file: string,
+    detail: string,
+  ) {
+    super(`model directory: ${file}: ${detail}`)
+    this.name = 'ModelDirError'
+  }
+}
+
+/** The architecture numbers the runner and scheduler need, whatever the config's dialect. */
+export interface ModelConfig {
+  modelType: string
+  vocabSize: number
+  numLayers: number
+  numHeads: number
+  numKvHeads: number
+  headDim: number
+  contextLength: number
+}
+
+export interface ModelDir {
+  path: string
+  onnxPath: string
+  /** The id served as `model` (the directory's name unless config says otherwise). */
+  modelId: string
+  config: ModelConfig
+  tokenizerJson: Record<string, unknown>
+  tokenizerConfig: Record<string, unknown>
+  eosTokenIds: number[]
+}
+
+const positiveInt = z.number().int().positive()
+
+/** GPT-2 and Llama/Qwen2 families name the same numbers differently. */
+const HfConfig = z
+  .object({
+    model_type: z.string(),
+    vocab_size: positiveInt,
+    n_embd: positiveInt.optional(),
+    n_layer: positiveInt.optional(),
+    n_head: positiveInt.optional(),
+    n_positions: positiveInt.optional(),
+    hidden_size: positiveInt.optional(),
+    num_hidden_layers: positiveInt.optional(),
+    num_attention_heads: positiveInt.optional(),
+    num_key_value_heads: positiveInt.optional(),
+    head_dim: positiveInt.optional(),
+    max_position_embeddings: positiveInt.optional(),
+    eos_token_id: z.union([z.number().int(), z.array(z.number().int())]).nullish(),
+    zerolayer: z.object({ preset: z.string() }).partial().optional(),
+  })
+  .loose()
+
+const GenerationConfig = z
+  .object({ eos_token_id: z.union([z.number().int(), z.array(z.number().int())]).nullish() })
+  .loose()
+
+export function readModelDir(path: string): ModelDir {
+  if (!existsSync(path)) throw new ModelDirError(path, 'directory does not exist (run `npm run model:tiny` to generate the tiny model)')
+  const onnxPath = join(path, 'model.onnx')
+  if (!existsSync(onnxPath)) throw new ModelDirError('model.onnx', `missing in ${path}`)
+  const rawConfig = parseWith(path, 'config.json', HfConfig)
+  const config = toModelConfig(rawConfig)
+  const tokenizerJson = parseWith(path, 'tokenizer.json', z.object({ model: z.object({ type: z.string() }).loose() }).loose())
+  const tokenizerConfig = parseWith(path, 'tokenizer_config.json', z.object({}).loose())
+  const generation = existsSync(join(path, 'generation_config.json')) ? parseWith(path, 'generation_config.json', GenerationConfig) : {}
+  const eos = generation.eos_token_id ?? rawConfig.eos_token_id
+  const eosTokenIds = eos === undefined || eos === null ? [] : Array.isArray(eos) ? eos : [eos]
+  const modelId = path.replace(/\/+$/, '').split('/').pop() || 'model'
+  return { path, onnxPath, modelId, config, tokenizerJson, tokenizerConfig, eosTokenIds }
+}
+
+function toModelConfig(c: z.infer<typeof HfConfig>): ModelConfig {
+  const hidden = c.hidden_size ?? c.n_embd
+  const numLayers = c.num_hidden_layers ?? c.n_layer
+  const numHeads = c.num_attention_heads ?? c.n_head
+  const contextLength = c.max_position_embeddings ?? c.n_positions
+  const missing = Object.entries({ hidden_size: hidden, num_hidden_layers: numLayers, num_attention_heads: numHeads, max_position_embeddings: contextLength })
+    .filter(([, v]) => v === undefined)
+    .map(([k]) => k)
+  if (missing.length) throw new ModelDirError('config.json', `missing ${missing.join(', ')} (or their GPT-2 names n_embd, n_layer, n_head, n_positions)`)
+  return {
+    modelType: c.model_type,
+    vocabSize: c.vocab_size,
+    numLayers: numLayers!,
+    numHeads: numHeads!,
+    numKvHeads: c.num_key_value_heads ?? numHeads!,
+    headDim: c.head_dim ?? hidden! / numHeads!,
+    contextLength: contextLength!,
+  }
+}
+
+function parseWith<T extends z.ZodType>(dir: string, file: string, schema: T): z.infer<T> {
+  const full = join(dir, file)
+  if (!existsSync(full)) throw new ModelDirError(file, `missing in ${dir}`)
+  let json: unknown
+  try {
+    json = JSON.parse(readFileSync(full, 'utf8'))
+  } catch (e) {
+    throw new ModelDirError(file, `is not valid JSON (${(e as Error).message})`)
+  }
+  const parsed = schema.safeParse(json)
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]
+    throw new ModelDirError(file, `${issue.path.join('.') || '(root)'}: ${issue.message}`)
+  }
+  return parsed.data
+}

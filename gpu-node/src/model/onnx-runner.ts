@@ -1,0 +1,86 @@
+import { Worker } from 'node:worker_threads'
+import type { ModelDir } from './model-dir.ts'
+import type { RunnerWorkerInit } from './runner-worker.ts'
+import type { ModelInfo, ModelRunner, StepPlan, StepResult } from './runner.ts'
+
+export interface OnnxRunnerOptions {
+  executionProvider: 'cpu' | 'cuda'
+  intraOpThreads?: number
+}
+
+/**
+ * The main-thread side of the ONNX Runtime worker: posts each StepPlan and awaits its result
+ * (a round trip costs 50–100 µs, FACTS.md). The worker is started through tsx's ESM API, since
+ * Node 20 does not pass `--import` loaders on to worker threads.
+ */
+export class OnnxRunner implements ModelRunner {
+  private nextId = 1
+  private readonly pending = new Map<number, { resolve(r: StepResult): void; reject(e: Error): void }>()
+  private exited = false
+
+  private constructor(
+    private readonly worker: Worker,
+    readonly info: ModelInfo,
+  ) {
+    worker.on('message', (msg: { type: string; id: number; result?: StepResult; message?: string }) => {
+      const p = this.pending.get(msg.id)
+      if (!p) return
+      this.pending.delete(msg.id)
+      if (msg.type === 'result') p.resolve(msg.result!)
+      else p.reject(new Error(msg.message ?? 'model step failed'))
+    })
+    worker.on('exit', () => {
+      this.exited = true
+      for (const p of this.pending.values()) p.reject(new Error('model worker exited'))
+      this.pending.clear()
+    })
+  }
+
+  static async start(dir: ModelDir, opts: OnnxRunnerOptions): Promise<OnnxRunner> {
+    const init: RunnerWorkerInit = {
+      onnxPath: dir.onnxPath,
+      config: dir.config,
+      eosTokenIds: dir.eosTokenIds,
+      executionProvider: opts.executionProvider,
+      ...(opts.intraOpThreads ? { intraOpThreads: opts.intraOpThreads } : {}),
+    }
+    const worker = spawnTsWorker(new URL('./runner-worker.ts', import.meta.url), init)
+    const io = await new Promise<{ numLayers: number; numKvHeads: number; headDim: number }>((resolve, reject) => {
+      worker.once('message', (msg: { type: string; io?: { numLayers: number; numKvHeads: number; headDim: number }; message?: string }) => {
+        if (msg.type === 'ready') resolve(msg.io!)
+        else reject(new Error(msg.message ?? 'model worker failed to start'))
+      })
+      worker.once('error', reject)
+    })
+    const info: ModelInfo = {
+      vocabSize: dir.config.vocabSize,
+      numLayers: io.numLayers,
+      numKvHeads: io.numKvHeads,
+      headDim: io.headDim,
+      contextLength: dir.config.contextLength,
+      kvBytesPerToken: 2 * io.numLayers * io.numKvHeads * io.headDim * 4,
+      eosTokenIds: dir.eosTokenIds,
+    }
+    return new OnnxRunner(worker, info)
+  }
+
+  step(plan: StepPlan): Promise<StepResult> {
+    if (this.exited) return Promise.reject(new Error('model worker exited'))
+    const id = this.nextId++
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject })
+      this.worker.postMessage({ type: 'step', id, plan })
+    })
+  }
+
+  async close(): Promise<void> {
+    await this.worker.terminate()
+  }
+}
+
+/** Starts a worker whose entry is TypeScript: register tsx's ESM loader inside it, then import. */
+function spawnTsWorker(entry: URL, workerData: unknown): Worker {
+  const tsx = import.meta.resolve('tsx/esm/api')
+  const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(entry.href)}) })`
+  return new Worker(boot, { eval: true, workerData })
+}

@@ -1,0 +1,49 @@
+/**
+ * Worker-thread entry: ONNX Runtime's session.run blocks its thread (FACTS.md), so it runs
+ * here, never on the thread that serves sockets. Messages: `init` once, then `step` plans.
+ */
+import { parentPort, workerData } from 'node:worker_threads'
+import * as ort from 'onnxruntime-node'
+import { ModelStep } from './model-step.ts'
+import { readSessionIo } from './session-io.ts'
+import type { ModelConfig } from './model-dir.ts'
+import type { StepPlan } from './runner.ts'
+
+export interface RunnerWorkerInit {
+  onnxPath: string
+  config: ModelConfig
+  eosTokenIds: number[]
+  executionProvider: 'cpu' | 'cuda'
+  intraOpThreads?: number
+}
+
+type Inbound = { type: 'step'; id: number; plan: StepPlan }
+
+async function start(init: RunnerWorkerInit): Promise<void> {
+  const port = parentPort!
+  let step: ModelStep
+  try {
+    const session = await ort.InferenceSession.create(init.onnxPath, {
+      executionProviders: [init.executionProvider],
+      graphOptimizationLevel: 'all',
+      ...(init.intraOpThreads ? { intraOpNumThreads: init.intraOpThreads } : {}),
+    })
+    const io = readSessionIo(session, init.config)
+    step = new ModelStep(session, io, init.config.vocabSize, init.eosTokenIds)
+    port.postMessage({ type: 'ready', io: { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim } })
+  } catch (e) {
+    port.postMessage({ type: 'fatal', message: (e as Error).message })
+    return
+  }
+  // Steps are strictly sequential: the engine awaits each result before sending the next plan.
+  port.on('message', async (msg: Inbound) => {
+    try {
+      const result = await step.run(msg.plan)
+      port.postMessage({ type: 'result', id: msg.id, result })
+    } catch (e) {
+      port.postMessage({ type: 'error', id: msg.id, message: (e as Error).message })
+    }
+  })
+}
+
+void start(workerData as RunnerWorkerInit)

@@ -1,0 +1,54 @@
+import type { SamplingParams } from '../engine/types.ts'
+
+/** Shapes the scheduler needs to budget KV and bound sequences. */
+export interface ModelInfo {
+  vocabSize: number
+  numLayers: number
+  numKvHeads: number
+  headDim: number
+  /** Max prompt + generated tokens per sequence. */
+  contextLength: number
+  /** KV cache bytes per token per sequence: 2 (K and V) × layers × kv heads × head dim × 4 bytes. */
+  kvBytesPerToken: number
+  eosTokenIds: number[]
+}
+
+/** Sent with a sequence's first prefill chunk: what the model side needs to sample it. */
+export interface SequenceStart {
+  sampling: SamplingParams
+  /** Tokens of the sequence that are prompt (penalties treat them differently from output). */
+  promptLen: number
+  /** Never sample EOS (benchmarks that need a fixed length). */
+  banEos: boolean
+}
+
+/**
+ * One scheduler tick, as plain data. Applied in this order by the runner:
+ * `release` (drop KV and sampler state) → one decode step over every batch row →
+ * the prefill chunk; when `last`, the sequence's first token is sampled and it joins the batch.
+ */
+export interface StepPlan {
+  release: number[]
+  decode: boolean
+  prefill?: { seqId: number; tokens: number[]; last: boolean; start?: SequenceStart & { tokens: number[] } }
+}
+
+export interface StepResult {
+  /** One sampled token per batch row that was decoded. */
+  decoded: { seqIds: number[]; tokens: number[] }
+  /** The prefilled sequence's first token, when the plan's prefill was its last chunk. */
+  firstToken?: number
+  /** Rows resident in the batch KV cache after the step, and its length in tokens. */
+  kvRows: number
+  kvTokens: number
+  /** Wall time inside ONNX Runtime for the decode and prefill runs. */
+  decodeMs: number
+  prefillMs: number
+}
+
+/** The model side of the engine: ONNX Runtime in a worker thread, or a test double. */
+export interface ModelRunner {
+  readonly info: ModelInfo
+  step(plan: StepPlan): Promise<StepResult>
+  close(): Promise<void>
+}

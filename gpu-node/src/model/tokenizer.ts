@@ -1,0 +1,26 @@
+import { Tokenizer } from '@huggingface/tokenizers'
+import type { TokenDecoder } from '../engine/detokenizer.ts'
+import type { ModelDir } from './model-dir.ts'
+
+/** The model's tokenizer.json through @huggingface/tokenizers (pure JS, no native code). */
+export class ModelTokenizer implements TokenDecoder {
+  private readonly tokenizer: Tokenizer
+
+  constructor(dir: ModelDir) {
+    this.tokenizer = new Tokenizer(dir.tokenizerJson, dir.tokenizerConfig)
+  }
+
+  /** Plain text, with the tokenizer's own special tokens (e.g. Llama's BOS). */
+  encodeText(text: string): number[] {
+    return this.tokenizer.encode(text).ids
+  }
+
+  /** A rendered chat template already carries its special tokens: add none (as HF's apply_chat_template). */
+  encodeTemplate(text: string): number[] {
+    return this.tokenizer.encode(text, { add_special_tokens: false }).ids
+  }
+
+  decode(ids: readonly number[]): string {
+    return this.tokenizer.decode(ids as number[], { skip_special_tokens: true, clean_up_tokenization_spaces: false })
+  }
+}
