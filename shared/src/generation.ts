@@ -65,4 +65,6 @@ export interface GenerateRequest {
   includeUsage: boolean
   /** OpenAI completions `echo`. */
   echo?: boolean
+  /** vLLM extension `ignore_eos`: generate up to maxTokens past EOS (benchmarks). */
+  ignoreEos?: boolean
 }

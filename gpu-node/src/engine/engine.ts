@@ -124,8 +124,9 @@ export class Engine implements EngineHandle {
       let result: StepResult
       try {
         result = await this.opts.runner.step(plan)
+        this.scheduler.update(plan, result)
       } catch {
-        // A failed model step leaves the batch cache unknown: end every admitted sequence with a
+        // A failed step leaves the batch cache unknown: end every admitted sequence with a
         // shaped error (their KV is released with them) rather than stream garbage or hang.
         for (const seq of [...this.byId.values()]) this.scheduler.cancel(seq, 'error', 'internal')
         continue
@@ -134,7 +135,6 @@ export class Engine implements EngineHandle {
       this.kvRows = result.kvRows
       this.kvTokens = result.kvTokens
       this.steps++
-      this.scheduler.update(plan, result)
       this.meter.add(this.now(), result.decoded.tokens.length + (result.firstToken === undefined ? 0 : 1))
       if (plan.decode || plan.prefill) {
         this.opts.observer?.onStep?.({ durationMs, decodeRows: result.decoded.seqIds.length, prefillTokens: plan.prefill?.tokens.length ?? 0 })

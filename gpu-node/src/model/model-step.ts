@@ -25,8 +25,10 @@ export class ModelStep {
     private readonly io: SessionIo,
     private readonly vocabSize: number,
     private readonly eosTokenIds: number[],
+    /** Injectable so a test can prove that wrong positions would be caught. */
+    batch?: BatchKvCache,
   ) {
-    this.batch = new BatchKvCache(io)
+    this.batch = batch ?? new BatchKvCache(io)
   }
 
   async run(plan: StepPlan): Promise<StepResult> {

@@ -21,6 +21,8 @@ export class ModelTokenizer implements TokenDecoder {
   }
 
   decode(ids: readonly number[]): string {
+    // The library throws on an empty list; the detokenizer asks for empty windows routinely.
+    if (ids.length === 0) return ''
     return this.tokenizer.decode(ids as number[], { skip_special_tokens: true, clean_up_tokenization_spaces: false })
   }
 }

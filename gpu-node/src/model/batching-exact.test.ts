@@ -1,0 +1,109 @@
+import * as ort from 'onnxruntime-node'
+import { describe, expect, it } from 'vitest'
+import { Engine } from '../engine/engine.ts'
+import { GREEDY, type EngineEvent, type EngineRequest } from '../engine/types.ts'
+import { BatchKvCache } from './batch-kv-cache.ts'
+import { readModelDir, type ModelDir } from './model-dir.ts'
+import { ModelStep } from './model-step.ts'
+import type { ModelInfo, ModelRunner, StepPlan } from './runner.ts'
+import { readSessionIo } from './session-io.ts'
+import { ModelTokenizer } from './tokenizer.ts'
+import { loadModel } from './load-model.ts'
+
+/**
+ * Continuous batching must be exact: a greedy request returns the same text whether it ran
+ * alone or joined/left a left-padded batch with others of different lengths. The control run
+ * feeds buffer-index positions (the classic bug) and must differ, proving the test can fail.
+ */
+
+/** The same ModelStep the worker runs, on this thread, so the control can swap its cache. */
+class InProcessRunner implements ModelRunner {
+  constructor(
+    readonly info: ModelInfo,
+    private readonly step_: ModelStep,
+  ) {}
+  step(plan: StepPlan) {
+    return this.step_.run(plan)
+  }
+  async close() {}
+}
+
+/** The bug the control simulates: positions = buffer column, counting pads. */
+class BufferIndexPositions extends BatchKvCache {
+  override decodeFeeds() {
+    const feeds = super.decodeFeeds()
+    feeds.position_ids = new ort.Tensor('int64', new BigInt64Array(this.rows).fill(BigInt(this.width)), [this.rows, 1])
+    return feeds
+  }
+}
+
+async function inProcessEngine(dir: ModelDir, cache?: (io: ReturnType<typeof readSessionIo>) => BatchKvCache) {
+  const session = await ort.InferenceSession.create(dir.onnxPath)
+  const io = readSessionIo(session, dir.config)
+  const info: ModelInfo = {
+    vocabSize: dir.config.vocabSize,
+    numLayers: io.numLayers,
+    numKvHeads: io.numKvHeads,
+    headDim: io.headDim,
+    contextLength: dir.config.contextLength,
+    kvBytesPerToken: 2 * io.numLayers * io.numKvHeads * io.headDim * 4,
+    eosTokenIds: dir.eosTokenIds,
+  }
+  const runner = new InProcessRunner(info, new ModelStep(session, io, info.vocabSize, info.eosTokenIds, cache?.(io)))
+  return new Engine({ runner, decoder: new ModelTokenizer(dir), limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 1 << 30, prefillChunkTokens: 16 } })
+}
+
+function generate(engine: Pick<Engine, 'submit'>, req: EngineRequest): Promise<string> {
+  let text = ''
+  return new Promise((resolve, reject) => {
+    const r = engine.submit(req, (e: EngineEvent) => {
+      if (e.type === 'text') text += e.text
+      else resolve(text)
+    })
+    if (!r.ok) reject(new Error(r.code))
+  })
+}
+
+function requests(dir: ModelDir): EngineRequest[] {
+  const tok = new ModelTokenizer(dir)
+  const prompts = ['Hi', 'The quick brown fox jumps', 'Once upon a time, in a land far away, there lived', 'a', 'Streaming tokens from', 'zerolayer is a global LLM API that routes to the nearest node', '1 2 3 4', 'Hello, world! How are you doing today, my friend?', 'ok']
+  return prompts.map((p, i) => ({ id: `r${i}`, promptTokens: tok.encodeText(p), maxTokens: 6 + ((i * 7) % 23), stop: [], sampling: GREEDY, priority: 0, ignoreEos: true }))
+}
+
+for (const preset of ['tiny', 'tiny-llama']) {
+  describe(`continuous batching on the ${preset} model`, () => {
+    const dir = readModelDir(`models/${preset}`)
+
+    it('returns, for 9 concurrent greedy requests, exactly the text each gets alone', async () => {
+      const reqs = requests(dir)
+      const single = await inProcessEngine(dir)
+      const alone: string[] = []
+      for (const r of reqs) alone.push(await generate(single, { ...r, id: `alone-${r.id}` }))
+      const batched = await inProcessEngine(dir)
+      const together = await Promise.all(reqs.map((r) => generate(batched, r)))
+      expect(together).toEqual(alone)
+      expect(alone.every((t) => t.length > 0)).toBe(true)
+    })
+
+    it('would catch buffer-index position ids (control)', async () => {
+      const reqs = requests(dir)
+      const single = await inProcessEngine(dir)
+      const alone: string[] = []
+      for (const r of reqs) alone.push(await generate(single, { ...r, id: `alone-${r.id}` }))
+      const wrong = await inProcessEngine(dir, (io) => new BufferIndexPositions(io))
+      const together = await Promise.all(reqs.map((r) => generate(wrong, r)))
+      expect(together).not.toEqual(alone)
+    })
+
+    it('runs the same way through the worker-thread runner', async () => {
+      const loaded = await loadModel({ modelDir: `models/${preset}`, executionProvider: 'cpu', maxBatch: 16, maxQueue: 64, kvBudgetMb: 1024, prefillChunk: 16 })
+      const reqs = requests(dir)
+      const single = await inProcessEngine(dir)
+      const alone: string[] = []
+      for (const r of reqs.slice(0, 4)) alone.push(await generate(single, { ...r, id: `alone-${r.id}` }))
+      const together = await Promise.all(reqs.slice(0, 4).map((r) => generate(loaded.engine, r)))
+      expect(together).toEqual(alone)
+      await loaded.engine.close()
+    })
+  })
+}

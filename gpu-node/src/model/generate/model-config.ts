@@ -1,0 +1,56 @@
+/** config.json and generation_config.json in Hugging Face's shapes for each family. */
+
+import type { ModelPreset, PresetName } from './presets.ts'
+import type { SpecialTokenIds } from './tokenizer-files.ts'
+
+export function buildConfigJson(name: PresetName, p: ModelPreset, seed: number, ids: SpecialTokenIds): Record<string, unknown> {
+  const zerolayer = { preset: name, seed, lm_head_bias: true }
+  if (p.family === 'gpt2') {
+    return {
+      architectures: ['GPT2LMHeadModel'],
+      model_type: 'gpt2',
+      vocab_size: p.vocabSize,
+      n_embd: p.hidden,
+      n_layer: p.layers,
+      n_head: p.heads,
+      n_inner: 4 * p.hidden,
+      n_positions: p.maxPositions,
+      n_ctx: p.maxPositions,
+      activation_function: 'gelu',
+      layer_norm_epsilon: 1e-5,
+      tie_word_embeddings: false,
+      bos_token_id: ids.eos,
+      eos_token_id: ids.eos,
+      use_cache: true,
+      torch_dtype: 'float32',
+      zerolayer,
+    }
+  }
+  return {
+    architectures: ['LlamaForCausalLM'],
+    model_type: 'llama',
+    vocab_size: p.vocabSize,
+    hidden_size: p.hidden,
+    intermediate_size: p.intermediate,
+    num_hidden_layers: p.layers,
+    num_attention_heads: p.heads,
+    num_key_value_heads: p.kvHeads,
+    head_dim: p.hidden / p.heads,
+    max_position_embeddings: p.maxPositions,
+    rope_theta: p.ropeTheta,
+    rms_norm_eps: p.rmsNormEps,
+    hidden_act: 'silu',
+    attention_bias: false,
+    mlp_bias: false,
+    tie_word_embeddings: false,
+    bos_token_id: ids.eos,
+    eos_token_id: ids.eos,
+    use_cache: true,
+    torch_dtype: 'float32',
+    zerolayer,
+  }
+}
+
+export function buildGenerationConfig(ids: SpecialTokenIds): Record<string, unknown> {
+  return { bos_token_id: ids.eos, eos_token_id: [ids.eos, ids.imEnd], pad_token_id: ids.eos }
+}

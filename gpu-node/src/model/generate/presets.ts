@@ -1,0 +1,59 @@
+/** The generated model shapes. Sizes are the whole story: weights come from the seed. */
+
+export interface GptPreset {
+  family: 'gpt2'
+  vocabSize: number
+  /** Residual width (n_embd). */
+  hidden: number
+  layers: number
+  heads: number
+  /** Rows of the learned position table; position_ids must stay below this. */
+  maxPositions: number
+}
+
+export interface LlamaPreset {
+  family: 'llama'
+  vocabSize: number
+  hidden: number
+  /** SwiGLU inner width. */
+  intermediate: number
+  layers: number
+  heads: number
+  /** Key/value heads carried in past/present; each serves heads / kvHeads query heads. */
+  kvHeads: number
+  maxPositions: number
+  ropeTheta: number
+  rmsNormEps: number
+}
+
+export type ModelPreset = GptPreset | LlamaPreset
+
+export const PRESETS = {
+  tiny: { family: 'gpt2', vocabSize: 512, hidden: 256, layers: 4, heads: 4, maxPositions: 1024 },
+  small: { family: 'gpt2', vocabSize: 32000, hidden: 512, layers: 8, heads: 8, maxPositions: 2048 },
+  'tiny-llama': {
+    family: 'llama', vocabSize: 512, hidden: 256, intermediate: 704, layers: 4, heads: 8, kvHeads: 2,
+    maxPositions: 2048, ropeTheta: 10000, rmsNormEps: 1e-6,
+  },
+  'small-llama': {
+    family: 'llama', vocabSize: 32000, hidden: 512, intermediate: 1408, layers: 8, heads: 8, kvHeads: 2,
+    maxPositions: 2048, ropeTheta: 10000, rmsNormEps: 1e-6,
+  },
+} as const satisfies Record<string, ModelPreset>
+
+export type PresetName = keyof typeof PRESETS
+
+export const DEFAULT_SEED = 42
+
+export function isPresetName(name: string): name is PresetName {
+  return Object.hasOwn(PRESETS, name)
+}
+
+export function headDim(p: ModelPreset): number {
+  return p.hidden / p.heads
+}
+
+/** KV heads in past/present (GPT-2 style models have one per query head). */
+export function kvHeadCount(p: ModelPreset): number {
+  return p.family === 'llama' ? p.kvHeads : p.heads
+}

@@ -1,0 +1,28 @@
+import { describe, expect, it } from 'vitest'
+import { DIALECT_NAMES, dialectForPath, errorDialectForPath, getDialect } from './index.ts'
+
+describe('dialect registry', () => {
+  it('serves each dialect on its route', () => {
+    expect(dialectForPath('/v1/chat/completions')?.name).toBe('openai-chat')
+    expect(dialectForPath('/v1/completions')?.name).toBe('openai-completions')
+    expect(dialectForPath('/v1/messages/')?.name).toBe('anthropic-messages')
+    expect(dialectForPath('/v1/models')).toBeUndefined()
+  })
+
+  it('answers pre-routing errors in Anthropic shape on /v1/messages only', () => {
+    expect(errorDialectForPath('/v1/messages')).toBe('anthropic-messages')
+    expect(errorDialectForPath('/nope')).toBe('openai-chat')
+  })
+
+  it('derives response ids from the request id', () => {
+    const meta = { requestId: 'abc', model: 'm', created: 1 }
+    const usage = { promptTokens: 1, completionTokens: 1 }
+    expect(getDialect('openai-chat').jsonBody(meta, '', 'stop', usage)).toMatchObject({ id: 'chatcmpl-abc' })
+    expect(getDialect('openai-completions').jsonBody(meta, '', 'stop', usage)).toMatchObject({ id: 'cmpl-abc' })
+    expect(getDialect('anthropic-messages').jsonBody(meta, '', 'stop', usage)).toMatchObject({ id: 'msg_abc' })
+  })
+
+  it('renders errors in each dialect through the codec', () => {
+    for (const name of DIALECT_NAMES) expect(getDialect(name).renderError(new Error('x')).status).toBe(500)
+  })
+})

@@ -1,0 +1,97 @@
+/** OpenAI chat completions (`POST /v1/chat/completions`): request schema, parser, encoders. */
+
+import { z } from 'zod'
+import { renderStreamError } from '../error-body.ts'
+import { toOpenAIFinishReason, type CompletedReason, type OpenAIFinishReason } from '../finish-reason.ts'
+import type { ChatMessage, GenerateRequest, Usage } from '../generation.ts'
+import { SSE_DONE, sseData } from '../sse.ts'
+import type { ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
+import { nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, streamFields, toOpenAIUsage, toStreamSettings } from './openai-fields.ts'
+import { maxTokensField, samplingFields, stopField, toSamplingParams, toStopList } from './sampling-fields.ts'
+import { validateBody } from './validate-body.ts'
+
+const TextPart = z.strictObject({
+  type: z.literal('text', {
+    error: (iss) => `must be "text", got ${JSON.stringify(iss.input)}: only text content parts are supported (no images, audio or files)`,
+  }),
+  text: z.string(),
+})
+
+const ChatMessageBody = z.strictObject({
+  role: z.enum(['system', 'developer', 'user', 'assistant'], {
+    error: 'must be "system", "developer", "user" or "assistant" (tool messages are not supported)',
+  }),
+  content: z.union([z.string(), z.array(TextPart)]),
+})
+
+export const ChatCompletionRequest = z.strictObject({
+  model: z.string().min(1),
+  messages: z.array(ChatMessageBody).min(1),
+  /** Deprecated by OpenAI in favour of max_completion_tokens; both mean generated tokens. */
+  max_tokens: maxTokensField.nullish(),
+  max_completion_tokens: maxTokensField.nullish(),
+  stop: stopField(4),
+  n: nField,
+  logprobs: z.literal(false, { error: 'must be false: log probabilities are not available' }).nullish(),
+  ...samplingFields,
+  ...streamFields,
+  ...openAIHarmlessFields,
+})
+export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequest>
+
+export function parseChatCompletionRequest(body: unknown): GenerateRequest {
+  const req = validateBody(ChatCompletionRequest, body, OPENAI_UNSUPPORTED)
+  const out: GenerateRequest = {
+    dialect: 'openai-chat',
+    model: req.model,
+    input: { kind: 'chat', messages: req.messages.map(toChatMessage) },
+    stop: toStopList(req.stop),
+    sampling: toSamplingParams(req),
+    ...toStreamSettings(req),
+  }
+  // max_completion_tokens wins when both are sent: it is the field OpenAI documents today.
+  const maxTokens = req.max_completion_tokens ?? req.max_tokens
+  if (maxTokens != null) out.maxTokens = maxTokens
+  if (req.ignore_eos) out.ignoreEos = true
+  return out
+}
+
+function toChatMessage(m: z.infer<typeof ChatMessageBody>): ChatMessage {
+  // `developer` is OpenAI's newer name for the system role.
+  const role = m.role === 'developer' ? 'system' : m.role
+  const content = typeof m.content === 'string' ? m.content : m.content.map((p) => p.text).join('\n')
+  return { role, content }
+}
+
+export function chatCompletionId(requestId: string): string {
+  return `chatcmpl-${requestId}`
+}
+
+export function chatStreamEncoder(meta: StreamMeta): StreamEncoder {
+  const id = chatCompletionId(meta.requestId)
+  const base = { id, object: 'chat.completion.chunk', created: meta.created, model: meta.model }
+  // With include_usage OpenAI sends `usage: null` on every chunk, then one usage chunk.
+  const usageNull = meta.includeUsage ? { usage: null } : {}
+  const chunk = (delta: object, finishReason: OpenAIFinishReason | null): string =>
+    sseData({ ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }], ...usageNull })
+  return {
+    start: () => chunk({ role: 'assistant', content: '' }, null),
+    text: (delta) => (delta === '' ? '' : chunk({ content: delta }, null)),
+    finish: (reason: CompletedReason, usage: Usage) => {
+      const usageChunk = meta.includeUsage ? sseData({ ...base, choices: [], usage: toOpenAIUsage(usage) }) : ''
+      return chunk({}, toOpenAIFinishReason(reason)) + usageChunk + SSE_DONE
+    },
+    error: (err) => renderStreamError('openai-chat', err),
+  }
+}
+
+export function chatJsonBody(meta: ResponseMeta, text: string, reason: CompletedReason, usage: Usage): object {
+  return {
+    id: chatCompletionId(meta.requestId),
+    object: 'chat.completion',
+    created: meta.created,
+    model: meta.model,
+    choices: [{ index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: toOpenAIFinishReason(reason) }],
+    usage: toOpenAIUsage(usage),
+  }
+}

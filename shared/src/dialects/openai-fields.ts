@@ -1,0 +1,83 @@
+/**
+ * What the two OpenAI dialects (chat and completions) have in common: the harmless fields we
+ * accept and ignore, `n`, streaming options, usage shape, and why known OpenAI features are refused.
+ */
+
+import { z } from 'zod'
+import { ApiError } from '../api-error.ts'
+import type { Usage } from '../generation.ts'
+import type { UnsupportedFields } from './validate-body.ts'
+
+/**
+ * Accepted and ignored because they cannot change the generated text: `user` (abuse tracking),
+ * `store` and `metadata` (OpenAI-side storage), `service_tier` (OpenAI billing tier),
+ * `parallel_tool_calls` (meaningless without `tools`, which are rejected).
+ */
+export const openAIHarmlessFields = {
+  user: z.string().nullish(),
+  store: z.boolean().nullish(),
+  metadata: z.record(z.string(), z.string()).nullish(),
+  service_tier: z.string().nullish(),
+  parallel_tool_calls: z.boolean().nullish(),
+}
+
+/** One choice per request: n > 1 would multiply work behind one rate-limit charge and one stream. */
+export const nField = z.literal(1, { error: 'must be 1: n > 1 is not supported; send separate requests for more completions' }).nullish()
+
+export const streamFields = {
+  stream: z.boolean().nullish(),
+  stream_options: z
+    .strictObject({
+      include_usage: z.boolean().nullish(),
+      /** Random padding OpenAI adds against length side channels; we add none, which is harmless. */
+      include_obfuscation: z.boolean().nullish(),
+    })
+    .nullish(),
+}
+
+type StreamFields = { stream?: boolean | null; stream_options?: { include_usage?: boolean | null } | null }
+
+/** `stream_options` without `stream: true` is an error in OpenAI's API too. */
+export function toStreamSettings(body: StreamFields): { stream: boolean; includeUsage: boolean } {
+  const stream = body.stream ?? false
+  if (!stream && body.stream_options != null) {
+    throw new ApiError('invalid_request', "'stream_options' is only allowed when 'stream' is true.", { param: 'stream_options' })
+  }
+  return { stream, includeUsage: stream && (body.stream_options?.include_usage ?? false) }
+}
+
+export interface OpenAIUsage {
+  prompt_tokens: number
+  completion_tokens: number
+  total_tokens: number
+}
+
+export function toOpenAIUsage(usage: Usage): OpenAIUsage {
+  return { prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens, total_tokens: usage.promptTokens + usage.completionTokens }
+}
+
+const TOOLS = 'tool and function calling are not available on this server'
+const MEDIA = 'only text content is supported (no images, audio or files)'
+
+/** Known OpenAI fields we refuse, with the reason the client sees. Anything else is "not a supported parameter". */
+export const OPENAI_UNSUPPORTED: UnsupportedFields = {
+  tools: TOOLS,
+  tool_choice: TOOLS,
+  functions: TOOLS,
+  function_call: TOOLS,
+  tool_calls: TOOLS,
+  tool_call_id: TOOLS,
+  response_format: 'structured output is not available; ask for the format in the prompt',
+  logit_bias: 'logit bias is not available',
+  top_logprobs: 'log probabilities are not available',
+  audio: 'audio output is not available',
+  modalities: 'only text output is available',
+  prediction: 'predicted outputs are not available',
+  reasoning_effort: 'reasoning controls are not available',
+  web_search_options: 'web search is not available',
+  suffix: 'insertion (suffix) is not available',
+  name: 'participant names are not used by this server',
+  image_url: MEDIA,
+  input_audio: MEDIA,
+  file: MEDIA,
+}
