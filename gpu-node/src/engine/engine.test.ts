@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { Engine } from './engine.ts'
 import { letterDecoder, ScriptedRunner } from './scripted-runner.ts'
-import { GREEDY, type EngineEvent, type EngineRequest } from './types.ts'
+import { GREEDY, type EngineEvent, type EngineObserver, type EngineRequest } from './types.ts'
 
 function request(id: string, over: Partial<EngineRequest> = {}): EngineRequest {
   return { id, promptTokens: [1, 2, 3], maxTokens: 8, stop: [], sampling: GREEDY, priority: 0, ...over }
@@ -20,8 +20,8 @@ function run(engine: Engine, req: EngineRequest) {
   return { events, done, submitted: submitted! }
 }
 
-function engineWith(runner: ScriptedRunner, limits: Partial<ConstructorParameters<typeof Engine>[0]['limits']> = {}) {
-  return new Engine({ runner, decoder: letterDecoder, limits: { maxBatch: 8, maxQueue: 64, kvBudgetBytes: 1 << 30, prefillChunkTokens: 4, ...limits } })
+function engineWith(runner: ScriptedRunner, limits: Partial<ConstructorParameters<typeof Engine>[0]['limits']> = {}, observer?: EngineObserver) {
+  return new Engine({ runner, decoder: letterDecoder, limits: { maxBatch: 8, maxQueue: 64, kvBudgetBytes: 1 << 30, prefillChunkTokens: 4, ...limits }, ...(observer ? { observer } : {}) })
 }
 
 /** What a sequence produces alone: the reference for every batched run. */
@@ -99,7 +99,8 @@ describe('Engine', () => {
 
   it('frees an aborted sequence at the next step', async () => {
     const runner = new ScriptedRunner()
-    const engine = engineWith(runner)
+    const freed: number[] = []
+    const engine = engineWith(runner, {}, { onAbortFreed: (_id, steps) => freed.push(steps) })
     const { done, events } = run(engine, request('x', { maxTokens: 1000 }))
     await new Promise<void>((resolve) => {
       const check = () => (events.some((e) => e.type === 'text') ? resolve() : setImmediate(check))
@@ -111,13 +112,16 @@ describe('Engine', () => {
     expect(out.finish.reason).toBe('abort')
     await until(() => engine.kvRows === 0)
     expect(engine.steps - stepsAtAbort).toBeLessThanOrEqual(2)
+    expect(freed).toHaveLength(1)
+    expect(freed[0]).toBeLessThanOrEqual(2)
     expect(engine.stats().running).toBe(0)
     await engine.close()
   })
 
   it('leaves zero running sequences and zero KV rows after 200 random aborts', async () => {
     const runner = new ScriptedRunner()
-    const engine = engineWith(runner, { maxBatch: 16, maxQueue: 256 })
+    const freed: number[] = []
+    const engine = engineWith(runner, { maxBatch: 16, maxQueue: 256 }, { onAbortFreed: (_id, steps) => freed.push(steps) })
     let seed = 7
     const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31)
     const runs = Array.from({ length: 200 }, (_, i) => run(engine, request(`a${i}`, { maxTokens: 5 + Math.floor(rand() * 60), promptTokens: [1, 2, 3, 4, 5].slice(0, 1 + Math.floor(rand() * 5)) })))
@@ -127,6 +131,8 @@ describe('Engine', () => {
     }
     const outs = await Promise.all(runs.map((r) => r.done))
     expect(outs.some((o) => o.finish.reason === 'abort')).toBe(true)
+    expect(freed.length).toBeGreaterThan(0)
+    expect(Math.max(...freed)).toBeLessThanOrEqual(2)
     await until(() => engine.kvRows === 0)
     expect(engine.stats()).toMatchObject({ running: 0, waiting: 0 })
     expect(runner.rows).toEqual([])

@@ -22,7 +22,11 @@ export interface EngineOptions {
 export class Engine implements EngineHandle {
   private readonly scheduler: Scheduler
   private readonly byId = new Map<string, Sequence>()
-  private readonly pendingAborts = new Set<string>()
+  /** Request id → stepsStarted when abort() was called. */
+  private readonly pendingAborts = new Map<string, number>()
+  /** Aborted sequences whose KV release is in the next plan: seqId → (id, stepsStarted at abort). */
+  private readonly freeing = new Map<number, { id: string; abortedAt: number }>()
+  private stepsStarted = 0
   private readonly meter = new ThroughputMeter(5000)
   private readonly now: () => number
   private nextSeqId = 1
@@ -65,8 +69,8 @@ export class Engine implements EngineHandle {
   }
 
   abort(id: string): void {
-    if (!this.byId.has(id)) return
-    this.pendingAborts.add(id)
+    if (!this.byId.has(id) || this.pendingAborts.has(id)) return
+    this.pendingAborts.set(id, this.stepsStarted)
     this.wake()
   }
 
@@ -105,7 +109,7 @@ export class Engine implements EngineHandle {
 
   async close(): Promise<void> {
     this.closed = true
-    for (const id of this.byId.keys()) this.pendingAborts.add(id)
+    for (const id of this.byId.keys()) this.pendingAborts.set(id, this.stepsStarted)
     this.wake()
     await this.loopDone
     await this.opts.runner.close()
@@ -122,6 +126,7 @@ export class Engine implements EngineHandle {
       const plan = this.scheduler.schedule(this.now())
       const t0 = performance.now()
       let result: StepResult
+      this.stepsStarted++
       try {
         result = await this.opts.runner.step(plan)
         this.scheduler.update(plan, result)
@@ -135,6 +140,7 @@ export class Engine implements EngineHandle {
       this.kvRows = result.kvRows
       this.kvTokens = result.kvTokens
       this.steps++
+      this.reportFreed(plan.release)
       this.meter.add(this.now(), result.decoded.tokens.length + (result.firstToken === undefined ? 0 : 1))
       if (plan.decode || plan.prefill) {
         this.opts.observer?.onStep?.({ durationMs, decodeRows: result.decoded.seqIds.length, prefillTokens: plan.prefill?.tokens.length ?? 0 })
@@ -143,11 +149,22 @@ export class Engine implements EngineHandle {
   }
 
   private applyAborts(): void {
-    for (const id of this.pendingAborts) {
+    for (const [id, abortedAt] of this.pendingAborts) {
       const seq = this.byId.get(id)
-      if (seq) this.scheduler.cancel(seq, 'abort')
+      if (!seq) continue
+      if (seq.state !== 'waiting') this.freeing.set(seq.seqId, { id, abortedAt })
+      this.scheduler.cancel(seq, 'abort')
     }
     this.pendingAborts.clear()
+  }
+
+  private reportFreed(released: number[]): void {
+    for (const seqId of released) {
+      const f = this.freeing.get(seqId)
+      if (!f) continue
+      this.freeing.delete(seqId)
+      this.opts.observer?.onAbortFreed?.(f.id, this.stepsStarted - f.abortedAt)
+    }
   }
 
   private deliver(id: string, onEvent: (e: EngineEvent) => void, event: EngineEvent): void {

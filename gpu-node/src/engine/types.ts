@@ -52,6 +52,12 @@ export interface EngineObserver {
   onScheduled?(id: string, queueMs: number): void
   /** A sequence was preempted (its KV freed, to be recomputed later). */
   onPreempted?(id: string): void
+  /**
+   * An aborted request's KV was freed: `steps` counts the model steps started after abort()
+   * was called, up to and including the one that released it (1 when idle, 2 when a step was
+   * in flight).
+   */
+  onAbortFreed?(id: string, steps: number): void
 }
 
 /**
