@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest'
+import { parseNodeConfig } from './config.ts'
+
+describe('parseNodeConfig', () => {
+  it('fills the documented defaults', () => {
+    const c = parseNodeConfig({ EDGE_SHARED_SECRET: 's3cret' })
+    expect(c).toMatchObject({
+      modelDir: 'models/tiny',
+      host: '127.0.0.1',
+      port: 9101,
+      maxBatch: 32,
+      maxQueue: 256,
+      kvBudgetBytes: 512 * 1024 * 1024,
+      prefillChunkTokens: 128,
+      executionProvider: 'cpu',
+      maxBodyBytes: 1024 * 1024,
+      keepAliveMs: 5000,
+      allowUnsigned: false,
+    })
+    expect(c.upstash).toBeUndefined()
+    expect(c.tls).toBeUndefined()
+    expect(c.publicUrl).toBeUndefined()
+  })
+
+  it('reads every variable', () => {
+    const c = parseNodeConfig({
+      MODEL_DIR: 'models/small', HOST: '0.0.0.0', PORT: '9102', NODE_ID: 'eu-1', REGION: 'eu-west', REGION_LAT: '53.3',
+      REGION_LON: '-6.3', PUBLIC_URL: 'https://eu.example.com', ALLOW_UNSIGNED: '1', UPSTASH_REDIS_REST_URL: 'http://127.0.0.1:8079',
+      UPSTASH_REDIS_REST_TOKEN: 'tok', MAX_BATCH: '8', MAX_QUEUE: '16', KV_BUDGET_MB: '64', PREFILL_CHUNK: '32',
+      EXECUTION_PROVIDER: 'cuda', INTRA_OP_THREADS: '2', TLS_CERT: '/c.pem', TLS_KEY: '/k.pem', MAX_BODY_BYTES: '2048',
+      KEEPALIVE_MS: '100', DRAIN_GRACE_MS: '50',
+    })
+    expect(c).toMatchObject({
+      modelDir: 'models/small', host: '0.0.0.0', port: 9102, nodeId: 'eu-1', region: 'eu-west', lat: 53.3, lon: -6.3,
+      publicUrl: 'https://eu.example.com', allowUnsigned: true, upstash: { url: 'http://127.0.0.1:8079', token: 'tok' },
+      maxBatch: 8, maxQueue: 16, kvBudgetBytes: 64 * 1024 * 1024, prefillChunkTokens: 32, executionProvider: 'cuda',
+      intraOpThreads: 2, tls: { certFile: '/c.pem', keyFile: '/k.pem' }, maxBodyBytes: 2048, keepAliveMs: 100, drainGraceMs: 50,
+    })
+    expect(c.edgeSharedSecret).toBeUndefined()
+  })
+
+  it('refuses to start without a shared secret unless ALLOW_UNSIGNED=1', () => {
+    expect(() => parseNodeConfig({})).toThrow(/EDGE_SHARED_SECRET: required \(or set ALLOW_UNSIGNED=1/)
+    expect(() => parseNodeConfig({ ALLOW_UNSIGNED: '0' })).toThrow(/EDGE_SHARED_SECRET/)
+    expect(parseNodeConfig({ ALLOW_UNSIGNED: '1' }).allowUnsigned).toBe(true)
+  })
+
+  it('lists every bad variable in one message, without their values', () => {
+    let message = ''
+    try {
+      parseNodeConfig({ EDGE_SHARED_SECRET: 'x', PORT: 'http', MAX_BATCH: '0', EXECUTION_PROVIDER: 'tpu', UPSTASH_REDIS_REST_URL: 'http://r', TLS_KEY: '/k.pem' })
+    } catch (e) {
+      message = (e as Error).message
+    }
+    for (const name of ['PORT', 'MAX_BATCH', 'EXECUTION_PROVIDER', 'UPSTASH_REDIS_REST_URL/UPSTASH_REDIS_REST_TOKEN', 'TLS_CERT/TLS_KEY']) {
+      expect(message).toContain(name)
+    }
+    expect(message).not.toContain('tpu')
+  })
+
+  it('treats empty strings as unset', () => {
+    expect(parseNodeConfig({ EDGE_SHARED_SECRET: 'x', PORT: '', TLS_CERT: '' }).port).toBe(9101)
+  })
+})

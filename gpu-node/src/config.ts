@@ -1,0 +1,140 @@
+/**
+ * GPU node configuration: the environment is parsed once, at boot, into one typed NodeConfig
+ * that is passed down. Nothing else in the node reads process.env.
+ */
+import { hostname } from 'node:os'
+import { z } from 'zod'
+
+/** Env flags are strings: only these spellings mean "on"; unset or "0"/"false" mean off. */
+const flag = z
+  .enum(['1', 'true', '0', 'false', ''])
+  .optional()
+  .transform((v) => v === '1' || v === 'true')
+
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max)
+const optionalString = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v))
+
+const EnvSchema = z.object({
+  MODEL_DIR: z.string().min(1).default('models/tiny'),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  PORT: int(0, 65535).default(9101),
+  NODE_ID: optionalString,
+  REGION: z.string().min(1).default('local'),
+  REGION_LAT: z.coerce.number().min(-90).max(90).default(0),
+  REGION_LON: z.coerce.number().min(-180).max(180).default(0),
+  PUBLIC_URL: z.url().optional(),
+  EDGE_SHARED_SECRET: optionalString,
+  ALLOW_UNSIGNED: flag,
+  UPSTASH_REDIS_REST_URL: z.url().optional(),
+  UPSTASH_REDIS_REST_TOKEN: optionalString,
+  MAX_BATCH: int(1, 4096).default(32),
+  MAX_QUEUE: int(0).default(256),
+  KV_BUDGET_MB: int(1).default(512),
+  PREFILL_CHUNK: int(1).default(128),
+  EXECUTION_PROVIDER: z.enum(['cpu', 'cuda']).default('cpu'),
+  /** 0 lets ONNX Runtime choose. */
+  INTRA_OP_THREADS: int(0, 1024).default(0),
+  TLS_CERT: optionalString,
+  TLS_KEY: optionalString,
+  MAX_BODY_BYTES: int(1).default(1024 * 1024),
+  KEEPALIVE_MS: int(1).default(5000),
+  DRAIN_GRACE_MS: int(0).default(2000),
+})
+
+export interface NodeConfig {
+  modelDir: string
+  host: string
+  port: number
+  nodeId: string
+  region: string
+  lat: number
+  lon: number
+  /** The URL the edge uses to reach this node (heartbeat); main derives it from the bound address when unset. */
+  publicUrl?: string
+  /** undefined only when allowUnsigned is set (checked at parse time). */
+  edgeSharedSecret?: string
+  allowUnsigned: boolean
+  /** Registry heartbeat target; both set or heartbeat disabled. */
+  upstash?: { url: string; token: string }
+  maxBatch: number
+  maxQueue: number
+  kvBudgetBytes: number
+  prefillChunkTokens: number
+  executionProvider: 'cpu' | 'cuda'
+  /** 0 = ONNX Runtime default. */
+  intraOpThreads: number
+  /** PEM file paths; both set or plaintext (HTTP/1.1 + h2c). */
+  tls?: { certFile: string; keyFile: string }
+  maxBodyBytes: number
+  /** Interval of `: keep-alive` SSE comments while a stream waits for its first token. */
+  keepAliveMs: number
+  /** A second SIGINT later than this after the first forces exit; earlier ones are the same drain. */
+  drainGraceMs: number
+}
+
+/** Parses the environment; throws one Error listing every bad variable (never their values). */
+export function parseNodeConfig(env: Record<string, string | undefined>): NodeConfig {
+  const raw = pickKnown(env)
+  const parsed = EnvSchema.safeParse(raw)
+  const problems: string[] = []
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) problems.push(`${issue.path.join('.')}: ${issue.message}`)
+  }
+  // Cross-variable rules look at presence only, so they are reported alongside type errors.
+  const on = (v: string | undefined) => v === '1' || v === 'true'
+  if (!raw.EDGE_SHARED_SECRET && !on(raw.ALLOW_UNSIGNED)) {
+    problems.push('EDGE_SHARED_SECRET: required (or set ALLOW_UNSIGNED=1 for local direct use only)')
+  }
+  if (Boolean(raw.UPSTASH_REDIS_REST_URL) !== Boolean(raw.UPSTASH_REDIS_REST_TOKEN)) {
+    problems.push('UPSTASH_REDIS_REST_URL/UPSTASH_REDIS_REST_TOKEN: set both or neither')
+  }
+  if (Boolean(raw.TLS_CERT) !== Boolean(raw.TLS_KEY)) problems.push('TLS_CERT/TLS_KEY: set both or neither')
+  const e = parsed.data
+  if (problems.length > 0 || !e) throw new Error(`invalid gpu-node configuration:\n  ${problems.join('\n  ')}`)
+
+  return {
+    modelDir: e.MODEL_DIR,
+    host: e.HOST,
+    port: e.PORT,
+    nodeId: e.NODE_ID ?? `${e.REGION}-${hostname()}-${e.PORT}`,
+    region: e.REGION,
+    lat: e.REGION_LAT,
+    lon: e.REGION_LON,
+    publicUrl: e.PUBLIC_URL,
+    edgeSharedSecret: e.EDGE_SHARED_SECRET,
+    allowUnsigned: e.ALLOW_UNSIGNED,
+    upstash: e.UPSTASH_REDIS_REST_URL && e.UPSTASH_REDIS_REST_TOKEN ? { url: e.UPSTASH_REDIS_REST_URL, token: e.UPSTASH_REDIS_REST_TOKEN } : undefined,
+    maxBatch: e.MAX_BATCH,
+    maxQueue: e.MAX_QUEUE,
+    kvBudgetBytes: e.KV_BUDGET_MB * 1024 * 1024,
+    prefillChunkTokens: e.PREFILL_CHUNK,
+    executionProvider: e.EXECUTION_PROVIDER,
+    intraOpThreads: e.INTRA_OP_THREADS,
+    tls: e.TLS_CERT && e.TLS_KEY ? { certFile: e.TLS_CERT, keyFile: e.TLS_KEY } : undefined,
+    maxBodyBytes: e.MAX_BODY_BYTES,
+    keepAliveMs: e.KEEPALIVE_MS,
+    drainGraceMs: e.DRAIN_GRACE_MS,
+  }
+}
+
+/**
+ * Only the names the schema knows, with empty strings treated as unset for defaulted values,
+ * so `PORT=` in a .env file means "default" rather than "invalid".
+ */
+function pickKnown(env: Record<string, string | undefined>): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = {}
+  for (const key of Object.keys(EnvSchema.shape)) {
+    const v = env[key]
+    out[key] = v === undefined || v.trim() === '' ? undefined : v
+  }
+  return out
+}
+
+/** The URL peers can dial for a server bound to `host`:`port` (a wildcard bind advertises loopback). */
+export function localUrl(scheme: 'http' | 'https', host: string, port: number): string {
+  const h = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '[::1]' : host.includes(':') && !host.startsWith('[') ? `[${host}]` : host
+  return `${scheme}://${h}:${port}`
+}

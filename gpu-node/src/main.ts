@@ -1,0 +1,100 @@
+/**
+ * The GPU node process: parse config → load the model (engine + tokenizer) → serve → heartbeat.
+ * SIGTERM/SIGINT drain (server/shutdown.ts). Started by `npm run gpu-node`
+ * (infra/scripts/launch-gpu-node.mjs), which sets the malloc environment the engine needs.
+ */
+import { localUrl, parseNodeConfig, type NodeConfig } from './config.ts'
+import type { EngineHandle, EngineStats } from './engine/types.ts'
+import { createMetricsObserver } from './metrics/engine-observer.ts'
+import { createNodeMetrics } from './metrics/node-metrics.ts'
+import { loadModel } from './model/load-model.ts'
+import { createUpstashRegistryClient, startHeartbeat, type Heartbeat } from './registry/heartbeat.ts'
+import { createRequestHandler } from './server/app.ts'
+import { createSignatureCheck } from './server/edge-signature.ts'
+import { createNodeServer } from './server/http.ts'
+import { createJsonLogger, type Logger } from './server/json-log.ts'
+import { createNodeState } from './server/node-state.ts'
+import { createDrain, handleShutdownSignals } from './server/shutdown.ts'
+
+/** What the gauges and heartbeat report before the engine exists. */
+const IDLE_STATS: EngineStats = { running: 0, waiting: 0, maxBatch: 0, kvUsedFrac: 0, tokPerSec: 0, draining: false }
+
+async function main(log: Logger): Promise<void> {
+  const config = readConfig()
+  if (config.allowUnsigned) log.warn({ msg: 'ALLOW_UNSIGNED=1: edge signatures are NOT checked; for local direct use only' })
+
+  const state = createNodeState()
+  let engine: EngineHandle | undefined
+  const metrics = createNodeMetrics({ region: config.region, stats: () => engine?.stats() ?? IDLE_STATS })
+  const loaded = await loadModel({
+    modelDir: config.modelDir,
+    executionProvider: config.executionProvider,
+    intraOpThreads: config.intraOpThreads,
+    maxBatch: config.maxBatch,
+    maxQueue: config.maxQueue,
+    kvBudgetMb: config.kvBudgetBytes / (1024 * 1024),
+    prefillChunk: config.prefillChunkTokens,
+    observer: createMetricsObserver(metrics),
+  })
+  engine = loaded.engine
+  const model = loaded.encoder.modelId
+  metrics.setModel(model)
+
+  const server = createNodeServer({
+    handler: createRequestHandler({
+      encoder: loaded.encoder,
+      engine,
+      state,
+      metrics,
+      log,
+      checkSignature: createSignatureCheck({ secret: config.edgeSharedSecret, allowUnsigned: config.allowUnsigned }),
+      maxBodyBytes: config.maxBodyBytes,
+      keepAliveMs: config.keepAliveMs,
+    }),
+    ...(config.tls ? { tls: config.tls } : {}),
+  })
+  const addr = await server.listen(config.port, config.host)
+  const url = config.publicUrl ?? localUrl(server.protocol, config.host, addr.port)
+  state.ready = true
+
+  let heartbeat: Heartbeat | undefined
+  if (config.upstash) {
+    const running = engine
+    heartbeat = startHeartbeat({
+      client: createUpstashRegistryClient(config.upstash.url, config.upstash.token),
+      node: { id: config.nodeId, url, region: config.region, lat: config.lat, lon: config.lon, models: [model] },
+      stats: () => running.stats(),
+      isDraining: () => state.draining,
+      log,
+    })
+  }
+
+  handleShutdownSignals({
+    drain: createDrain({ state, engine, server, log, ...(heartbeat ? { heartbeat } : {}) }),
+    graceMs: config.drainGraceMs,
+    exit: (code) => exitAfterFlush(code),
+    log,
+  })
+  log.info({ msg: 'ready', url, region: config.region, model, nodeId: config.nodeId, pid: process.pid, registry: Boolean(heartbeat) })
+}
+
+function readConfig(): NodeConfig {
+  try {
+    return parseNodeConfig(process.env)
+  } catch (e) {
+    process.stderr.write(`${e instanceof Error ? e.message : String(e)}\n`)
+    process.exit(2)
+  }
+}
+
+/** process.exit can cut off a piped stdout: let the last log lines out first. */
+function exitAfterFlush(code: number): void {
+  process.stdout.write('', () => process.exit(code))
+}
+
+const log = createJsonLogger()
+main(log).catch((e: unknown) => {
+  // Start-up failures (model dir, port in use) are ours to read: name and message, no stack dump of config.
+  log.error({ msg: 'start-up failed', error: e instanceof Error ? `${e.name}: ${e.message}` : String(e) })
+  exitAfterFlush(1)
+})

@@ -1,0 +1,20 @@
+/**
+ * Turns the engine's timing hooks into Prometheus observations, so the engine reports plain
+ * numbers and never imports prom-client.
+ */
+import type { EngineObserver } from '../engine/types.ts'
+import type { NodeMetrics } from './node-metrics.ts'
+
+export function createMetricsObserver(metrics: NodeMetrics): EngineObserver {
+  return {
+    onStep({ durationMs, decodeRows, prefillTokens }) {
+      metrics.stepDuration.observe(durationMs / 1000)
+      // A tick runs every decode row plus at most one prefill chunk (one more sequence).
+      const rows = decodeRows + (prefillTokens > 0 ? 1 : 0)
+      if (rows > 0) metrics.batchSize.observe(rows)
+    },
+    onScheduled(_id, queueMs) {
+      metrics.requestQueueTime.observe(queueMs / 1000)
+    },
+  }
+}
