@@ -7,6 +7,7 @@ import { localUrl, parseNodeConfig, type NodeConfig } from './config.ts'
 import type { EngineHandle, EngineStats } from './engine/types.ts'
 import { createMetricsObserver } from './metrics/engine-observer.ts'
 import { createNodeMetrics } from './metrics/node-metrics.ts'
+import { ensureGeneratedModel } from './model/generate/ensure-model.ts'
 import { loadModel } from './model/load-model.ts'
 import { createUpstashRegistryClient, startHeartbeat, type Heartbeat } from './registry/heartbeat.ts'
 import { createRequestHandler } from './server/app.ts'
@@ -26,6 +27,7 @@ async function main(log: Logger): Promise<void> {
   const state = createNodeState()
   let engine: EngineHandle | undefined
   const metrics = createNodeMetrics({ region: config.region, stats: () => engine?.stats() ?? IDLE_STATS })
+  await ensureGeneratedModel(config.modelDir, (line) => log.info({ msg: line }))
   const loaded = await loadModel({
     modelDir: config.modelDir,
     executionProvider: config.executionProvider,

@@ -16,5 +16,11 @@ export function createMetricsObserver(metrics: NodeMetrics): EngineObserver {
     onScheduled(_id, queueMs) {
       metrics.requestQueueTime.observe(queueMs / 1000)
     },
+    onPreempted() {
+      metrics.preemptions.inc()
+    },
+    onAbortFreed(_id, steps) {
+      metrics.abortFreeSteps.observe(steps)
+    },
   }
 }

@@ -8,6 +8,8 @@ import type { EngineStats } from '../engine/types.ts'
 
 /** Seconds; vLLM-like, resolving milliseconds at the low end and long streams at the top. */
 export const LATENCY_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80]
+/** Model steps between an abort and the release of the sequence's KV (the target is ≤ 2). */
+export const ABORT_STEPS_BUCKETS = [1, 2, 3, 5, 10]
 /** Sequences per scheduler step. */
 export const BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256]
 
@@ -27,6 +29,8 @@ export interface NodeMetrics {
   requestQueueTime: Histogram
   stepDuration: Histogram
   batchSize: Histogram
+  abortFreeSteps: Histogram
+  preemptions: Counter
   promptTokens: Counter
   generationTokens: Counter
   requestSuccess: Counter<'finished_reason'>
@@ -66,6 +70,8 @@ export function createNodeMetrics(opts: NodeMetricsOptions): NodeMetrics {
     requestQueueTime: histogram('zl_request_queue_time_seconds', 'Time a request waited before its prefill started, seconds.'),
     stepDuration: histogram('zl_step_duration_seconds', 'Duration of one scheduler step (model forward), seconds.'),
     batchSize: histogram('zl_batch_size', 'Sequences run in one scheduler step.', BATCH_SIZE_BUCKETS),
+    abortFreeSteps: histogram('zl_abort_free_steps', 'Model steps started between an abort and the release of its KV.', ABORT_STEPS_BUCKETS),
+    preemptions: new Counter({ name: 'zl_num_preemptions_total', help: 'Sequences preempted (KV freed, recomputed later) to respect the KV budget.', registers }),
     promptTokens: new Counter({ name: 'zl_prompt_tokens_total', help: 'Prompt tokens of finished requests.', registers }),
     generationTokens: new Counter({ name: 'zl_generation_tokens_total', help: 'Generated tokens of finished requests.', registers }),
     requestSuccess: new Counter({
