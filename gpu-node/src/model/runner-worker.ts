@@ -23,11 +23,15 @@ async function start(init: RunnerWorkerInit): Promise<void> {
   const port = parentPort!
   let step: ModelStep
   try {
-    const session = await ort.InferenceSession.create(init.onnxPath, {
-      executionProviders: [init.executionProvider],
-      graphOptimizationLevel: 'all',
-      ...(init.intraOpThreads ? { intraOpNumThreads: init.intraOpThreads } : {}),
-    })
+    const session = await ort.InferenceSession
+      .create(init.onnxPath, {
+        executionProviders: [init.executionProvider],
+        graphOptimizationLevel: 'all',
+        ...(init.intraOpThreads ? { intraOpNumThreads: init.intraOpThreads } : {}),
+      })
+      .catch((e: Error) => {
+        throw new Error(`model directory: model.onnx: ONNX Runtime could not load it (${init.executionProvider} provider): ${e.message}`)
+      })
     const io = readSessionIo(session, init.config)
     step = new ModelStep(session, io, init.config.vocabSize, init.eosTokenIds)
     port.postMessage({ type: 'ready', io: { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim } })
