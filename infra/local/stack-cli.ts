@@ -1,0 +1,84 @@
+/**
+ * `npm start [-- --regions N] [--edge node] [--model DIR]`: the whole local stack in the
+ * foreground. Ctrl-C stops everything; a critical service dying stops everything with the reason.
+ */
+import { parseArgs } from 'node:util'
+import { z } from 'zod'
+import { LOCAL, REGIONS, regionsFor, type StackOptions } from './stack-config.ts'
+import { startStack, type RunningStack } from './stack.ts'
+
+const Flags = z.object({
+  regions: z.coerce.number().int().min(1).max(9).default(REGIONS.length),
+  edge: z.enum(['wrangler', 'node']).default('wrangler'),
+  model: z.string().min(1).default('models/tiny'),
+})
+
+function parseFlags(argv: string[]): StackOptions {
+  const { values } = parseArgs({ args: argv, options: { regions: { type: 'string' }, edge: { type: 'string' }, model: { type: 'string' } } })
+  const parsed = Flags.safeParse(values)
+  if (!parsed.success) throw new Error(`bad flags: ${parsed.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('; ')}`)
+  return {
+    regions: parsed.data.regions,
+    edge: parsed.data.edge,
+    modelDir: parsed.data.model,
+    devApiKey: process.env.DEV_API_KEY ?? LOCAL.devApiKey,
+    adminToken: process.env.DEV_ADMIN_TOKEN ?? LOCAL.adminToken,
+  }
+}
+
+function banner(opts: StackOptions, stack: RunningStack): string {
+  const model = opts.modelDir.replace(/\/+$/, '').split('/').pop()
+  const url = stack.edgeUrl
+  const regions = regionsFor(opts.regions).map((r) => `${r.name} http://${LOCAL.host}:${r.port}`).join(', ')
+  return `
+zerolayer local stack is up
+  edge        ${url}   (${opts.edge === 'node' ? 'Node entry' : 'wrangler dev'})
+  dashboard   ${url}/dashboard
+  regions     ${regions}
+  dev API key ${opts.devApiKey}   (tenant "dev")
+  admin token ${opts.adminToken}
+  logs        .stack/logs/
+
+  curl -N ${url}/v1/chat/completions -H 'authorization: Bearer ${opts.devApiKey}' \\
+    -H 'content-type: application/json' \\
+    -d '{"model":"${model}","messages":[{"role":"user","content":"Hello"}],"max_tokens":32,"stream":true}'
+
+  // OpenAI SDK
+  const client = new OpenAI({ baseURL: '${url}/v1', apiKey: '${opts.devApiKey}' })
+  const r = await client.chat.completions.create({ model: '${model}', messages: [{ role: 'user', content: 'Hello' }] })
+
+Ctrl-C stops everything.
+`
+}
+
+async function main(): Promise<void> {
+  const opts = parseFlags(process.argv.slice(2))
+  const status = (line: string) => process.stdout.write(`[stack] ${line}\n`)
+  let stack: RunningStack | undefined
+  let stopping = false
+  const stop = async (code: number) => {
+    if (stopping) return
+    stopping = true
+    await stack?.stop()
+    process.exit(code)
+  }
+  const events = {
+    status,
+    fatal: (name: string, reason: string) => {
+      process.stderr.write(`[stack] ${name} died: ${reason}\n[stack] stopping the stack\n`)
+      void stop(1)
+    },
+  }
+  process.on('SIGINT', () => void stop(0))
+  process.on('SIGTERM', () => void stop(0))
+  try {
+    stack = await startStack(opts, events)
+  } catch (e) {
+    process.stderr.write(`[stack] could not start: ${(e as Error).message}\n`)
+    process.exit(1)
+  }
+  if (stopping) return
+  process.stdout.write(banner(opts, stack))
+}
+
+void main()
