@@ -5,7 +5,7 @@ import { GREEDY, type EngineEvent, type EngineRequest } from '../engine/types.ts
 import { BatchKvCache } from './batch-kv-cache.ts'
 import { readModelDir, type ModelDir } from './model-dir.ts'
 import { ModelStep } from './model-step.ts'
-import type { ModelInfo, ModelRunner, StepPlan } from './runner.ts'
+import { toModelInfo, type ModelInfo, type ModelRunner, type StepPlan } from './runner.ts'
 import { readSessionIo } from './session-io.ts'
 import { ModelTokenizer } from './tokenizer.ts'
 import { loadModel } from './load-model.ts'
@@ -40,15 +40,7 @@ class BufferIndexPositions extends BatchKvCache {
 async function inProcessEngine(dir: ModelDir, cache?: (io: ReturnType<typeof readSessionIo>) => BatchKvCache) {
   const session = await ort.InferenceSession.create(dir.onnxPath)
   const io = readSessionIo(session, dir.config)
-  const info: ModelInfo = {
-    vocabSize: dir.config.vocabSize,
-    numLayers: io.numLayers,
-    numKvHeads: io.numKvHeads,
-    headDim: io.headDim,
-    contextLength: dir.config.contextLength,
-    kvBytesPerToken: 2 * io.numLayers * io.numKvHeads * io.headDim * 4,
-    eosTokenIds: dir.eosTokenIds,
-  }
+  const info = toModelInfo(dir, io)
   const runner = new InProcessRunner(info, new ModelStep(session, io, info.vocabSize, info.eosTokenIds, cache?.(io)))
   return new Engine({ runner, decoder: new ModelTokenizer(dir), limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 1 << 30, prefillChunkTokens: 16 } })
 }

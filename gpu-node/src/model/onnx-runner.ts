@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads'
 import type { ModelDir } from './model-dir.ts'
 import type { RunnerWorkerInit } from './runner-worker.ts'
-import type { ModelInfo, ModelRunner, StepPlan, StepResult } from './runner.ts'
+import { toModelInfo, type KvShape, type ModelInfo, type ModelRunner, type StepPlan, type StepResult } from './runner.ts'
 
 export interface OnnxRunnerOptions {
   executionProvider: 'cpu' | 'cuda'
@@ -45,22 +45,14 @@ export class OnnxRunner implements ModelRunner {
       ...(opts.intraOpThreads ? { intraOpThreads: opts.intraOpThreads } : {}),
     }
     const worker = spawnTsWorker(new URL('./runner-worker.ts', import.meta.url), init)
-    const io = await new Promise<{ numLayers: number; numKvHeads: number; headDim: number }>((resolve, reject) => {
-      worker.once('message', (msg: { type: string; io?: { numLayers: number; numKvHeads: number; headDim: number }; message?: string }) => {
+    const kv = await new Promise<KvShape>((resolve, reject) => {
+      worker.once('message', (msg: { type: string; io?: KvShape; message?: string }) => {
         if (msg.type === 'ready') resolve(msg.io!)
         else reject(new Error(msg.message ?? 'model worker failed to start'))
       })
       worker.once('error', reject)
     })
-    const info: ModelInfo = {
-      vocabSize: dir.config.vocabSize,
-      numLayers: io.numLayers,
-      numKvHeads: io.numKvHeads,
-      headDim: io.headDim,
-      contextLength: dir.config.contextLength,
-      kvBytesPerToken: 2 * io.numLayers * io.numKvHeads * io.headDim * 4,
-      eosTokenIds: dir.eosTokenIds,
-    }
+    const info = toModelInfo(dir, kv)
     return new OnnxRunner(worker, info)
   }
 

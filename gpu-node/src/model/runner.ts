@@ -1,4 +1,5 @@
 import type { SamplingParams } from '../engine/types.ts'
+import type { ModelDir } from './model-dir.ts'
 
 /** Shapes the scheduler needs to budget KV and bound sequences. */
 export interface ModelInfo {
@@ -11,6 +12,23 @@ export interface ModelInfo {
   /** KV cache bytes per token per sequence: 2 (K and V) × layers × kv heads × head dim × 4 bytes. */
   kvBytesPerToken: number
   eosTokenIds: number[]
+}
+
+/** The KV shape as the session declares it (see session-io.ts). */
+export interface KvShape {
+  numLayers: number
+  numKvHeads: number
+  headDim: number
+}
+
+export function toModelInfo(dir: ModelDir, kv: KvShape): ModelInfo {
+  return {
+    vocabSize: dir.config.vocabSize,
+    ...kv,
+    contextLength: dir.config.contextLength,
+    kvBytesPerToken: 2 * kv.numLayers * kv.numKvHeads * kv.headDim * Float32Array.BYTES_PER_ELEMENT,
+    eosTokenIds: dir.eosTokenIds,
+  }
 }
 
 /** Sent with a sequence's first prefill chunk: what the model side needs to sample it. */
