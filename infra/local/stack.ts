@@ -37,7 +37,7 @@ export async function startStack(opts: StackOptions, events: SupervisorEvents): 
     await supervisor.start(redisSpec(redisBin))
     events.status(`starting the Upstash bridge on ${LOCAL.host}:${LOCAL.bridgePort}`)
     await supervisor.start(bridgeSpec())
-    await seedKey(new Redis({ url: `http://${LOCAL.host}:${LOCAL.bridgePort}`, token: LOCAL.upstashToken }), opts.devApiKey, { tenant: 'dev', name: 'local dev key' })
+    await seedKey(new Redis({ url: `http://${LOCAL.host}:${LOCAL.bridgePort}`, token: LOCAL.upstashToken }), opts.devApiKey, { tenant: 'dev', name: 'local dev key', id: 'key_dev' })
     for (const r of regions) {
       events.status(`starting GPU node ${r.name} on ${LOCAL.host}:${r.port} (${opts.modelDir})`)
       await supervisor.start(nodeSpec(opts, r.name, r.port))
