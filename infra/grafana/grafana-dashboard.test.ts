@@ -1,0 +1,30 @@
+import { readFileSync } from 'node:fs'
+import { describe, expect, it } from 'vitest'
+import { startTestNode } from '../../gpu-node/src/server/test-node.ts'
+
+/** Every metric the shipped Grafana dashboard queries must be one the node exports on /metrics. */
+describe('infra/grafana dashboard', () => {
+  const dashboard = JSON.parse(readFileSync('infra/grafana/zerolayer-node-dashboard.json', 'utf8')) as {
+    panels: { title: string; targets: { expr: string }[] }[]
+  }
+  const exprs = dashboard.panels.flatMap((p) => p.targets.map((t) => t.expr))
+
+  it('parses and has per-region panels for TTFT, ITL, e2e, tokens/s, queue, KV usage and batch size', () => {
+    const titles = dashboard.panels.map((p) => p.title).join(' | ')
+    for (const word of ['first token', 'Inter-token', 'End-to-end', 'tokens/s', 'Queue', 'KV cache', 'Batch size']) expect(titles).toContain(word)
+    expect(exprs.every((e) => e.includes('region'))).toBe(true)
+  })
+
+  it('queries only metrics the node exports', async () => {
+    const node = await startTestNode()
+    try {
+      const scraped = await (await fetch(`${node.url}/metrics`)).text()
+      const exported = new Set([...scraped.matchAll(/^(zl_[a-z0-9_]+)[{ ]/gm)].map((m) => m[1]))
+      const queried = new Set(exprs.flatMap((e) => [...e.matchAll(/\bzl_[a-z0-9_]+/g)].map((m) => m[0])))
+      expect(queried.size).toBeGreaterThan(10)
+      for (const name of queried) expect(exported, `${name} is queried but not exported`).toContain(name)
+    } finally {
+      await node.close()
+    }
+  })
+})
