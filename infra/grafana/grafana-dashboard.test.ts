@@ -19,7 +19,12 @@ describe('infra/grafana dashboard', () => {
     const node = await startTestNode()
     try {
       const scraped = await (await fetch(`${node.url}/metrics`)).text()
-      const exported = new Set([...scraped.matchAll(/^(zl_[a-z0-9_]+)[{ ]/gm)].map((m) => m[1]))
+      // A labelled counter has no sample until first used, but its # TYPE line is always there.
+      const exported = new Set<string>()
+      for (const [, name, type] of scraped.matchAll(/^# TYPE (zl_[a-z0-9_]+) (\w+)$/gm)) {
+        exported.add(name)
+        if (type === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) exported.add(name + suffix)
+      }
       const queried = new Set(exprs.flatMap((e) => [...e.matchAll(/\bzl_[a-z0-9_]+/g)].map((m) => m[0])))
       expect(queried.size).toBeGreaterThan(10)
       for (const name of queried) expect(exported, `${name} is queried but not exported`).toContain(name)
