@@ -31,15 +31,15 @@ for (const b of values.batches!.split(',').map(Number)) {
     const seqId = nextSeq++
     ids.push(seqId)
     const tokens = Array.from({ length: promptLen }, (_, j) => 1 + ((i * 13 + j * 7) % 200))
-    await runner.step({ release: [], decode: false, prefill: { seqId, tokens, last: true, start: { sampling: GREEDY, promptLen, banEos: true, tokens } } })
+    await runner.step({ release: [], decode: false, prefill: [{ seqId, tokens, last: true, start: { sampling: GREEDY, promptLen, banEos: true, tokens } }] })
   }
   const times: number[] = []
   for (let s = 0; s < steps; s++) {
     const t0 = performance.now()
-    await runner.step({ release: [], decode: true })
+    await runner.step({ release: [], decode: true, prefill: [] })
     times.push(performance.now() - t0)
   }
-  await runner.step({ release: ids, decode: false })
+  await runner.step({ release: ids, decode: false, prefill: [] })
   times.sort((x, y) => x - y)
   const median = times[times.length >> 1]
   console.log(`| ${b} | ${median.toFixed(2)} | ${((b * 1000) / median).toFixed(0)} |`)

@@ -77,7 +77,7 @@ export class Engine implements EngineHandle {
   stats(): EngineStats {
     const s = this.scheduler
     return {
-      running: s.running.length + (s.prefilling ? 1 : 0),
+      running: s.running.length + s.prefilling.length,
       waiting: s.queue.length,
       maxBatch: s.limits.maxBatch,
       kvUsedFrac: Math.min(1, s.kvBytesNextStep() / s.limits.kvBudgetBytes),
@@ -141,9 +141,10 @@ export class Engine implements EngineHandle {
       this.kvTokens = result.kvTokens
       this.steps++
       this.reportFreed(plan.release)
-      this.meter.add(this.now(), result.decoded.tokens.length + (result.firstToken === undefined ? 0 : 1))
-      if (plan.decode || plan.prefill) {
-        this.opts.observer?.onStep?.({ durationMs, decodeRows: result.decoded.seqIds.length, prefillTokens: plan.prefill?.tokens.length ?? 0 })
+      this.meter.add(this.now(), result.decoded.tokens.length + result.joined.tokens.length)
+      if (plan.decode || plan.prefill.length > 0) {
+        const prefillTokens = plan.prefill.reduce((n, p) => n + p.tokens.length, 0)
+        this.opts.observer?.onStep?.({ durationMs, decodeRows: result.decoded.seqIds.length, prefillRows: plan.prefill.length, prefillTokens })
       }
     }
   }

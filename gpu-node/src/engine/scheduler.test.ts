@@ -52,10 +52,36 @@ describe('Scheduler', () => {
       plans.push(plan)
       sched.update(plan, await runner.step(plan))
     }
-    expect(plans.map((p) => p.prefill?.tokens.length)).toEqual([4, 4, 2])
-    expect(plans.map((p) => p.prefill?.last)).toEqual([false, false, true])
+    expect(plans.map((p) => p.prefill.map((x) => x.tokens.length))).toEqual([[4], [4], [2]])
+    expect(plans.map((p) => p.prefill.map((x) => x.last))).toEqual([[false], [false], [true]])
     expect(plans.every((p) => p.decode)).toBe(true)
     expect(sched.running.map((s) => s.seqId)).toEqual([a.s.seqId, b.s.seqId])
+  })
+
+  it('packs several whole short prompts into one chunk while count × longest fits', async () => {
+    const sched = new Scheduler(limits({ prefillChunkTokens: 12 }))
+    const runner = new ScriptedRunner()
+    const short = [seq(3, 2), seq(4, 2), seq(2, 2), seq(3, 2)]
+    for (const x of short) sched.add(x.s)
+    const first = sched.schedule(0)
+    // 3 prompts × longest 4 = 12 fits; a fourth would make 16.
+    expect(first.prefill.map((p) => p.seqId)).toEqual(short.slice(0, 3).map((x) => x.s.seqId))
+    expect(first.prefill.every((p) => p.last && p.start)).toBe(true)
+    sched.update(first, await runner.step(first))
+    expect(sched.running).toHaveLength(3)
+    await drive(sched, runner)
+    for (const x of short) expect(x.events.at(-1)).toMatchObject({ type: 'finish', reason: 'length' })
+  })
+
+  it('gives a prompt longer than the chunk the chunk to itself', async () => {
+    const sched = new Scheduler(limits({ prefillChunkTokens: 4 }))
+    const long = seq(9, 1)
+    const short = seq(1, 1)
+    sched.add(long.s)
+    sched.add(short.s)
+    const plan = sched.schedule(0)
+    expect(plan.prefill).toHaveLength(1)
+    expect(plan.prefill[0]).toMatchObject({ seqId: long.s.seqId, last: false })
   })
 
   it('releases a finished sequence in the very next plan', async () => {
@@ -130,7 +156,7 @@ describe('Scheduler', () => {
     const runner = new ScriptedRunner()
     while (sched.hasWork) {
       const plan = sched.schedule(0)
-      if (plan.prefill?.start) order.push(plan.prefill.seqId)
+      for (const part of plan.prefill) if (part.start) order.push(part.seqId)
       sched.update(plan, await runner.step(plan))
     }
     expect(order).toEqual([high.s.seqId, high2.s.seqId, low.s.seqId])
@@ -149,7 +175,7 @@ describe('Scheduler', () => {
     sched.add(waiting.s)
     plan = sched.schedule(0)
     sched.update(plan, await runner.step(plan))
-    expect(sched.prefilling).toBe(prefilling.s)
+    expect(sched.prefilling).toEqual([prefilling.s])
     for (const x of [running, prefilling, waiting]) sched.cancel(x.s, 'abort')
     for (const x of [running, prefilling, waiting]) expect(x.events.at(-1)).toMatchObject({ type: 'finish', reason: 'abort' })
     plan = sched.schedule(0)

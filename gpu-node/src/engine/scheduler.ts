@@ -1,9 +1,9 @@
 import { AdmissionQueue } from './admission-queue.ts'
 import type { Sequence } from './sequence.ts'
-import type { StepPlan, StepResult } from '../model/runner.ts'
+import type { PrefillPart, StepPlan, StepResult } from '../model/runner.ts'
 
 export interface SchedulerLimits {
-  /** Max sequences resident in the batch (running + the one prefilling). */
+  /** Max sequences resident in the batch (running + prefilling). */
   maxBatch: number
   /** Max sequences waiting for admission; new requests beyond it are refused. */
   maxQueue: number
@@ -11,13 +11,15 @@ export interface SchedulerLimits {
   kvBudgetBytes: number
   /** KV bytes per token per sequence, from the model. */
   kvBytesPerToken: number
-  /** Tokens per prefill chunk. */
+  /** Tokens per prefill chunk: one long prompt's slice, or several short prompts padded to one width. */
   prefillChunkTokens: number
 }
 
 /**
  * Decides each tick who runs. Contract:
- * - a tick is one decode step over every running sequence plus at most one prefill chunk;
+ * - a tick is one decode step over every running sequence plus at most one prefill chunk of
+ *   `prefillChunkTokens`: a slice of one long prompt, or several whole short prompts whose
+ *   left-padded batch (count × longest) fits the chunk;
  * - the batch cache is left-padded, so a decode step touches rows × (longest row + 1) tokens of
  *   KV; that product, in bytes, never exceeds `kvBudgetBytes` unless a single sequence alone
  *   does (one sequence always runs, or nothing could finish);
@@ -31,7 +33,8 @@ export class Scheduler {
   readonly queue: AdmissionQueue<Sequence>
   /** In batch-row order, as the runner holds them. */
   readonly running: Sequence[] = []
-  prefilling: Sequence | null = null
+  /** Sequences whose prompt is being prefilled: one long prompt across ticks, or a group within one tick. */
+  prefilling: Sequence[] = []
   private releases: number[] = []
   private readonly bySeqId = new Map<number, Sequence>()
 
@@ -50,7 +53,7 @@ export class Scheduler {
   }
 
   get hasWork(): boolean {
-    return this.running.length > 0 || this.prefilling !== null || this.queue.length > 0 || this.releases.length > 0
+    return this.running.length > 0 || this.prefilling.length > 0 || this.queue.length > 0 || this.releases.length > 0
   }
 
   /** Requests admitted and not finished. */
@@ -75,22 +78,12 @@ export class Scheduler {
   schedule(nowMs: number): StepPlan {
     this.preemptToFitBudget()
     this.admitPrefill(nowMs)
-    const plan: StepPlan = { release: this.releases, decode: this.running.length > 0 }
+    const plan: StepPlan = { release: this.releases, decode: this.running.length > 0, prefill: this.prefilling.map((seq) => this.prefillPart(seq)) }
     this.releases = []
-    const seq = this.prefilling
-    if (seq) {
-      const tokens = seq.tokens.slice(seq.prefilled, seq.prefilled + this.limits.prefillChunkTokens)
-      const last = seq.prefilled + tokens.length === seq.tokens.length
-      plan.prefill = { seqId: seq.seqId, tokens, last }
-      if (seq.prefilled === 0) {
-        const banEos = seq.req.ignoreEos === true
-        plan.prefill.start = { sampling: seq.req.sampling, promptLen: seq.promptLen, banEos, tokens: seq.tokens.slice() }
-      }
-    }
     return plan
   }
 
-  /** Applies the runner's sampled tokens: emits text, finishes sequences, moves the prefilled one into the batch. */
+  /** Applies the runner's sampled tokens: emits text, finishes sequences, moves prefilled ones into the batch. */
   update(plan: StepPlan, result: StepResult): void {
     const { seqIds, tokens } = result.decoded
     for (let i = 0; i < seqIds.length; i++) {
@@ -98,40 +91,67 @@ export class Scheduler {
       // A sequence cancelled while this step ran is already released; its token is dropped.
       if (seq && seq.state === 'running' && seq.append(tokens[i])) this.retire(seq)
     }
-    const seq = plan.prefill ? this.bySeqId.get(plan.prefill.seqId) : undefined
-    if (!seq || seq.state !== 'prefilling' || !plan.prefill) return
-    seq.prefilled += plan.prefill.tokens.length
-    if (!plan.prefill.last || result.firstToken === undefined) return
-    this.prefilling = null
-    seq.state = 'running'
-    this.running.push(seq)
-    if (seq.append(result.firstToken)) this.retire(seq)
+    for (const part of plan.prefill) {
+      const seq = this.bySeqId.get(part.seqId)
+      if (seq && seq.state === 'prefilling') seq.prefilled += part.tokens.length
+    }
+    for (let i = 0; i < result.joined.seqIds.length; i++) {
+      const seq = this.bySeqId.get(result.joined.seqIds[i])
+      if (!seq || seq.state !== 'prefilling') continue
+      this.prefilling.splice(this.prefilling.indexOf(seq), 1)
+      seq.state = 'running'
+      this.running.push(seq)
+      if (seq.append(result.joined.tokens[i])) this.retire(seq)
+    }
   }
 
+  private prefillPart(seq: Sequence): PrefillPart {
+    const tokens = seq.tokens.slice(seq.prefilled, seq.prefilled + this.limits.prefillChunkTokens)
+    const part: PrefillPart = { seqId: seq.seqId, tokens, last: seq.prefilled + tokens.length === seq.tokens.length }
+    if (seq.prefilled === 0) {
+      part.start = { sampling: seq.req.sampling, promptLen: seq.promptLen, banEos: seq.req.ignoreEos === true, tokens: seq.tokens.slice() }
+    }
+    return part
+  }
+
+  /**
+   * Fills the prefill chunk: a long prompt in progress keeps it to itself; otherwise waiting
+   * sequences are taken in queue order while the batch still fits and the chunk's padded size
+   * (count × longest prompt) stays within `prefillChunkTokens` (the first one may be longer: it
+   * is then sliced over several ticks, alone).
+   */
   private admitPrefill(nowMs: number): void {
-    while (!this.prefilling) {
+    if (this.prefilling.length > 0) return
+    let longest = 0
+    for (;;) {
       const next = this.queue.peek()
       if (!next) return
       if (next.req.deadlineMs !== undefined && nowMs > next.req.deadlineMs) {
         this.cancel(next, 'error', 'deadline_exceeded')
         continue
       }
+      const len = next.tokens.length
+      const width = Math.max(longest, len)
+      if (this.prefilling.length > 0 && (this.prefilling.length + 1) * width > this.limits.prefillChunkTokens) return
       if (!this.fits(next)) return
       this.queue.shift()
       next.state = 'prefilling'
       next.prefilled = 0
-      this.prefilling = next
+      this.prefilling.push(next)
       this.hooks.onScheduled?.(next)
+      longest = width
+      if (len > this.limits.prefillChunkTokens) return
     }
   }
 
-  /** Would the batch, with `seq` joined, stay within the batch cap and the KV budget? */
+  /** Would the batch, with `seq` and those already prefilling joined, stay within the batch cap and the KV budget? */
   private fits(seq: Sequence): boolean {
-    const rows = this.running.length + 1
+    const rows = this.running.length + this.prefilling.length + 1
     if (rows === 1) return true
     if (rows > this.limits.maxBatch) return false
-    const longest = Math.max(this.longestRunning(), seq.tokens.length) + 1
-    return rows * longest * this.limits.kvBytesPerToken <= this.limits.kvBudgetBytes
+    let longest = Math.max(this.longestRunning(), seq.tokens.length)
+    for (const p of this.prefilling) longest = Math.max(longest, p.tokens.length)
+    return rows * (longest + 1) * this.limits.kvBytesPerToken <= this.limits.kvBudgetBytes
   }
 
   private preemptToFitBudget(): void {
@@ -156,7 +176,8 @@ export class Scheduler {
   private evict(seq: Sequence): void {
     const i = this.running.indexOf(seq)
     if (i !== -1) this.running.splice(i, 1)
-    if (this.prefilling === seq) this.prefilling = null
+    const p = this.prefilling.indexOf(seq)
+    if (p !== -1) this.prefilling.splice(p, 1)
     this.releases.push(seq.seqId)
   }
 

@@ -44,21 +44,21 @@ export class ScriptedRunner implements ModelRunner {
         decoded.tokens.push(this.next(row.key, row.len))
       }
     }
-    let firstToken: number | undefined
-    if (plan.prefill) {
-      const { seqId, tokens, last, start } = plan.prefill
+    const joined = { seqIds: [] as number[], tokens: [] as number[] }
+    for (const { seqId, tokens, last, start } of plan.prefill) {
       if (start) this.keys.set(seqId, start.tokens.slice(0, start.promptLen).reduce((h, t) => (h * 131 + t) % 1_000_003, 7))
       const key = this.keys.get(seqId) ?? 0
-      const len = (plan.prefill.start ? 0 : (this.prefillLen.get(seqId) ?? 0)) + tokens.length
+      const len = (start ? 0 : (this.prefillLen.get(seqId) ?? 0)) + tokens.length
       this.prefillLen.set(seqId, len)
       if (last) {
         this.prefillLen.delete(seqId)
-        firstToken = this.next(key, len)
+        joined.seqIds.push(seqId)
+        joined.tokens.push(this.next(key, len))
         this.rows.push({ seqId, key, len })
       }
     }
     const width = this.rows.reduce((m, r) => Math.max(m, r.len), 0)
-    return { decoded, firstToken, kvRows: this.rows.length, kvTokens: width, decodeMs: 0, prefillMs: 0 }
+    return { decoded, joined, kvRows: this.rows.length, kvTokens: width, decodeMs: 0, prefillMs: 0 }
   }
 
   async close(): Promise<void> {}

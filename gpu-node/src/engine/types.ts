@@ -47,7 +47,7 @@ export type SubmitResult = { ok: true } | { ok: false; code: 'overloaded'; retry
 /** Timing the engine reports so the server can keep Prometheus histograms without the engine knowing prom-client. */
 export interface EngineObserver {
   /** One scheduler tick: model time and rows run. */
-  onStep?(step: { durationMs: number; decodeRows: number; prefillTokens: number }): void
+  onStep?(step: { durationMs: number; decodeRows: number; prefillRows: number; prefillTokens: number }): void
   /** A request left the queue and started prefill. */
   onScheduled?(id: string, queueMs: number): void
   /** A sequence was preempted (its KV freed, to be recomputed later). */

@@ -7,10 +7,10 @@ import type { NodeMetrics } from './node-metrics.ts'
 
 export function createMetricsObserver(metrics: NodeMetrics): EngineObserver {
   return {
-    onStep({ durationMs, decodeRows, prefillTokens }) {
+    onStep({ durationMs, decodeRows, prefillRows }) {
       metrics.stepDuration.observe(durationMs / 1000)
-      // A tick runs every decode row plus at most one prefill chunk (one more sequence).
-      const rows = decodeRows + (prefillTokens > 0 ? 1 : 0)
+      // A tick runs every decode row plus the sequences of its prefill chunk.
+      const rows = decodeRows + prefillRows
       if (rows > 0) metrics.batchSize.observe(rows)
     },
     onScheduled(_id, queueMs) {

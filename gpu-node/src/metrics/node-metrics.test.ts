@@ -41,7 +41,7 @@ describe('node metrics', () => {
   it('feeds step duration, batch size and queue time from the engine observer', async () => {
     const metrics = createNodeMetrics({ region: 'r', model: 'm', stats: () => stats })
     const observer = createMetricsObserver(metrics)
-    observer.onStep?.({ durationMs: 12, decodeRows: 4, prefillTokens: 128 })
+    observer.onStep?.({ durationMs: 12, decodeRows: 4, prefillRows: 1, prefillTokens: 128 })
     observer.onScheduled?.('a', 30)
     const text = await metrics.render()
     expect(text).toContain('zl_step_duration_seconds_sum{region="r",model="m"} 0.012')

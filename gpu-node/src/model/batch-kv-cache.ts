@@ -54,37 +54,48 @@ export class BatchKvCache {
   }
 
   /**
-   * Drops rows and appends at most one joining sequence in a single copy, trimming leading
-   * columns that every remaining row has as padding.
+   * Drops rows and appends joining sequences in a single copy, trimming leading columns that
+   * every remaining row has as padding. A joining sequence's KV is row `row` of its prefill
+   * tensors (left-padded to their own width when several prompts were prefilled together).
    */
-  relayout(remove: ReadonlySet<number>, join?: { seqId: number; nextToken: number; len: number; layers: LayerKv[] }): void {
+  relayout(remove: ReadonlySet<number>, joins: readonly KvJoin[] = []): void {
     const keep: number[] = []
     for (let r = 0; r < this.rows; r++) if (!remove.has(this.seqIds[r])) keep.push(r)
-    if (keep.length === this.rows && !join) return
-    const lens = keep.map((r) => this.lens[r])
-    if (join) lens.push(join.len)
+    if (keep.length === this.rows && joins.length === 0) return
+    const lens = [...keep.map((r) => this.lens[r]), ...joins.map((j) => j.len)]
     const width = lens.reduce((m, l) => Math.max(m, l), 0)
     const { numKvHeads: h, headDim: d } = this.io
     const rows = lens.length
-    this.layers = this.layers.map((layer, i) => {
-      const relay = (old: ort.Tensor, joined?: ort.Tensor): ort.Tensor => {
-        const src = old.data as Float32Array
-        const dst = new Float32Array(rows * h * width * d)
-        keep.forEach((r, to) => copyRow(src, r, this.width, dst, to, width, this.lens[r], h, d))
-        if (joined) copyRow(joined.data as Float32Array, 0, join!.len, dst, rows - 1, width, join!.len, h, d)
-        return new ort.Tensor('float32', dst, [rows, h, width, d])
-      }
-      return { key: relay(layer.key, join?.layers[i].key), value: relay(layer.value, join?.layers[i].value) }
-    })
-    this.seqIds = keep.map((r) => this.seqIds[r])
-    this.nextTokens = keep.map((r) => this.nextTokens[r])
-    if (join) {
-      this.seqIds.push(join.seqId)
-      this.nextTokens.push(join.nextToken)
+    const relay = (old: ort.Tensor, joined: (j: KvJoin) => ort.Tensor): ort.Tensor => {
+      const dst = new Float32Array(rows * h * width * d)
+      const src = old.data as Float32Array
+      keep.forEach((r, to) => copyRow(src, r, this.width, dst, to, width, this.lens[r], h, d))
+      joins.forEach((j, i) => {
+        const t = joined(j)
+        copyRow(t.data as Float32Array, j.row, t.dims[2], dst, keep.length + i, width, j.len, h, d)
+      })
+      return new ort.Tensor('float32', dst, [rows, h, width, d])
     }
+    this.layers = this.layers.map((layer, i) => ({
+      key: relay(layer.key, (j) => j.layers[i].key),
+      value: relay(layer.value, (j) => j.layers[i].value),
+    }))
+    this.seqIds = [...keep.map((r) => this.seqIds[r]), ...joins.map((j) => j.seqId)]
+    this.nextTokens = [...keep.map((r) => this.nextTokens[r]), ...joins.map((j) => j.nextToken)]
     this.lens = lens
     this.width = width
   }
+}
+
+/** A sequence entering the batch: its first sampled token and its KV from prefill. */
+export interface KvJoin {
+  seqId: number
+  nextToken: number
+  /** Real tokens in its KV. */
+  len: number
+  /** The prefill run's presents; this sequence is row `row` of them, right-aligned. */
+  layers: LayerKv[]
+  row: number
 }
 
 /** Copies the last `len` columns of row `from` (width `fromWidth`) into the right end of row `to`. */

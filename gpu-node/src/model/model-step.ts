@@ -1,9 +1,9 @@
 import { performance } from 'node:perf_hooks'
 import * as ort from 'onnxruntime-node'
 import { SequenceSampler } from '../engine/sampler.ts'
-import { BatchKvCache, emptyLayers, modelFeeds, presentsOf, type LayerKv } from './batch-kv-cache.ts'
+import { BatchKvCache, emptyLayers, modelFeeds, presentsOf, type KvJoin, type LayerKv } from './batch-kv-cache.ts'
 import type { SessionIo } from './session-io.ts'
-import type { StepPlan, StepResult } from './runner.ts'
+import type { PrefillPart, StepPlan, StepResult } from './runner.ts'
 
 /** A sequence between its first and last prefill chunk: its own B=1 cache. */
 interface Prefilling {
@@ -38,15 +38,17 @@ export class ModelStep {
       this.samplers.delete(id)
     }
     this.batch.relayout(released)
-    const result: StepResult = { decoded: { seqIds: [], tokens: [] }, kvRows: 0, kvTokens: 0, decodeMs: 0, prefillMs: 0 }
+    const result: StepResult = { decoded: { seqIds: [], tokens: [] }, joined: { seqIds: [], tokens: [] }, kvRows: 0, kvTokens: 0, decodeMs: 0, prefillMs: 0 }
     if (plan.decode && this.batch.rows > 0) {
       const t0 = performance.now()
       result.decoded = await this.decode()
       result.decodeMs = performance.now() - t0
     }
-    if (plan.prefill) {
+    if (plan.prefill.length > 0) {
       const t0 = performance.now()
-      result.firstToken = await this.prefill(plan.prefill)
+      const joins = plan.prefill.length === 1 ? await this.prefillOne(plan.prefill[0]) : await this.prefillMany(plan.prefill)
+      this.batch.relayout(new Set(), joins)
+      result.joined = { seqIds: joins.map((j) => j.seqId), tokens: joins.map((j) => j.nextToken) }
       result.prefillMs = performance.now() - t0
     }
     result.kvRows = this.batch.rows
@@ -67,12 +69,9 @@ export class ModelStep {
     return { seqIds, tokens }
   }
 
-  private async prefill(p: NonNullable<StepPlan['prefill']>): Promise<number | undefined> {
-    if (p.start) {
-      const banned = p.start.banEos ? this.eosTokenIds : []
-      this.samplers.set(p.seqId, new SequenceSampler(p.start.sampling, p.start.tokens, p.start.promptLen, banned))
-      this.prefilling.set(p.seqId, { layers: emptyLayers(this.io, 1), len: 0 })
-    }
+  /** One part of one prompt, continuing its own B=1 cache (chunked prefill is exact). */
+  private async prefillOne(p: PrefillPart): Promise<KvJoin[]> {
+    if (p.start) this.begin(p)
     const state = this.prefilling.get(p.seqId)
     if (!state) throw new Error(`prefill chunk for unknown sequence ${p.seqId}`)
     const s = p.tokens.length
@@ -82,14 +81,50 @@ export class ModelStep {
     const outputs = await this.session.run(modelFeeds(this.io, ids, [1, s], mask, state.len + s, positions, state.layers, state.len))
     state.layers = presentsOf(this.io, outputs)
     state.len += s
-    if (!p.last) return undefined
+    if (!p.last) return []
     this.prefilling.delete(p.seqId)
-    const logitsTensor = outputs.logits as ort.Tensor
-    const rowsOut = logitsTensor.dims[1]
-    const logits = (logitsTensor.data as Float32Array).subarray((rowsOut - 1) * this.vocabSize, rowsOut * this.vocabSize)
-    const token = this.samplerOf(p.seqId).sample(logits)
-    this.batch.relayout(new Set(), { seqId: p.seqId, nextToken: token, len: state.len, layers: state.layers })
-    return token
+    const token = this.samplerOf(p.seqId).sample(this.lastLogits(outputs, 0))
+    return [{ seqId: p.seqId, nextToken: token, len: state.len, layers: state.layers, row: 0 }]
+  }
+
+  /** Several whole short prompts as one left-padded batch (pads: mask 0, position 1). */
+  private async prefillMany(parts: PrefillPart[]): Promise<KvJoin[]> {
+    for (const p of parts) if (!p.start || !p.last) throw new Error('a multi-prompt prefill chunk takes whole prompts only')
+    parts.forEach((p) => this.begin(p))
+    const k = parts.length
+    const width = parts.reduce((m, p) => Math.max(m, p.tokens.length), 0)
+    const ids = new BigInt64Array(k * width)
+    const mask = new BigInt64Array(k * width)
+    const positions = new BigInt64Array(k * width).fill(1n)
+    parts.forEach((p, r) => {
+      const pad = width - p.tokens.length
+      p.tokens.forEach((t, i) => {
+        ids[r * width + pad + i] = BigInt(t)
+        mask[r * width + pad + i] = 1n
+        positions[r * width + pad + i] = BigInt(i)
+      })
+    })
+    const outputs = await this.session.run(modelFeeds(this.io, ids, [k, width], mask, width, positions, emptyLayers(this.io, k), 0))
+    const layers = presentsOf(this.io, outputs)
+    return parts.map((p, r) => {
+      this.prefilling.delete(p.seqId)
+      return { seqId: p.seqId, nextToken: this.samplerOf(p.seqId).sample(this.lastLogits(outputs, r)), len: p.tokens.length, layers, row: r }
+    })
+  }
+
+  /** Creates the sampler and the empty B=1 cache of a sequence's first prefill part. */
+  private begin(p: PrefillPart): void {
+    const start = p.start!
+    this.samplers.set(p.seqId, new SequenceSampler(start.sampling, start.tokens, start.promptLen, start.banEos ? this.eosTokenIds : []))
+    this.prefilling.set(p.seqId, { layers: emptyLayers(this.io, 1), len: 0 })
+  }
+
+  /** Row `row`'s logits at its last position (with left padding, the last column for every row). */
+  private lastLogits(outputs: ort.InferenceSession.ReturnType, row: number): Float32Array {
+    const t = outputs.logits as ort.Tensor
+    const [, positions, v] = t.dims
+    const at = (row * positions + positions - 1) * v
+    return (t.data as Float32Array).subarray(at, at + v)
   }
 
   private samplerOf(seqId: number): SequenceSampler {

@@ -40,22 +40,34 @@ export interface SequenceStart {
   banEos: boolean
 }
 
+/** One sequence's share of a prefill chunk. */
+export interface PrefillPart {
+  seqId: number
+  tokens: number[]
+  /** The sequence's prompt is complete after this part: sample its first token, join the batch. */
+  last: boolean
+  /** Present on a sequence's first part. */
+  start?: SequenceStart & { tokens: number[] }
+}
+
 /**
  * One scheduler tick, as plain data. Applied in this order by the runner:
  * `release` (drop KV and sampler state) → one decode step over every batch row →
- * the prefill chunk; when `last`, the sequence's first token is sampled and it joins the batch.
+ * the prefill chunk. A chunk is either one part of one sequence's prompt (long prompts, split
+ * over ticks) or several whole short prompts run as one left-padded batch; every part that is
+ * `last` gets its first token sampled and joins the batch.
  */
 export interface StepPlan {
   release: number[]
   decode: boolean
-  prefill?: { seqId: number; tokens: number[]; last: boolean; start?: SequenceStart & { tokens: number[] } }
+  prefill: PrefillPart[]
 }
 
 export interface StepResult {
   /** One sampled token per batch row that was decoded. */
   decoded: { seqIds: number[]; tokens: number[] }
-  /** The prefilled sequence's first token, when the plan's prefill was its last chunk. */
-  firstToken?: number
+  /** First tokens of the sequences whose prefill completed in this step (they joined the batch). */
+  joined: { seqIds: number[]; tokens: number[] }
   /** Rows resident in the batch KV cache after the step, and its length in tokens. */
   kvRows: number
   kvTokens: number
