@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks'
 import type { ModelRunner, StepResult } from '../model/runner.ts'
 import type { TokenDecoder } from './detokenizer.ts'
+import type { BatchingPolicy } from './batching-policy.ts'
 import { Scheduler, type SchedulerLimits } from './scheduler.ts'
 import { Sequence } from './sequence.ts'
 import { ThroughputMeter } from './throughput-meter.ts'
@@ -11,6 +12,8 @@ export interface EngineOptions {
   decoder: TokenDecoder
   limits: Omit<SchedulerLimits, 'kvBytesPerToken'>
   observer?: EngineObserver
+  /** Continuous unless a benchmark asks for its static baseline. */
+  policy?: BatchingPolicy
   now?: () => number
 }
 
@@ -50,6 +53,7 @@ export class Engine implements EngineHandle {
         onScheduled: (seq) => opts.observer?.onScheduled?.(seq.req.id, this.now() - seq.arrivalMs),
         onPreempted: (seq) => opts.observer?.onPreempted?.(seq.req.id),
       },
+      opts.policy,
     )
     this.loopDone = this.loop()
   }
@@ -124,6 +128,14 @@ export class Engine implements EngineHandle {
         continue
       }
       const plan = this.scheduler.schedule(this.now())
+      if (!plan.decode && plan.prefill.length === 0 && plan.release.length === 0) {
+        // Work is queued but the policy holds it (a static batch filling up): look again soon.
+        await new Promise<void>((resolve) => {
+          this.wakeUp = resolve
+          setTimeout(resolve, 5)
+        })
+        continue
+      }
       const t0 = performance.now()
       let result: StepResult
       this.stepsStarted++

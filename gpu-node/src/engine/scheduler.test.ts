@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest'
+import { staticBatching } from './batching-policy.ts'
 import { Scheduler, type SchedulerLimits } from './scheduler.ts'
 import { letterDecoder, ScriptedRunner } from './scripted-runner.ts'
 import { Sequence } from './sequence.ts'
@@ -184,5 +185,30 @@ describe('Scheduler', () => {
     const result = await runner.step(plan)
     expect(result.kvRows).toBe(0)
     expect(sched.hasWork).toBe(false)
+  })
+
+  it('static batching (the benchmark baseline) waits for a full batch, and admits nobody until it drains', async () => {
+    const sched = new Scheduler(limits({ prefillChunkTokens: 64 }), {}, staticBatching(3, 1000))
+    const runner = new ScriptedRunner()
+    const a = seq(2, 4)
+    const b = seq(2, 4)
+    sched.add(a.s)
+    sched.add(b.s)
+    expect(sched.schedule(0).prefill).toEqual([])
+    const c = seq(2, 4)
+    sched.add(c.s)
+    let plan = sched.schedule(0)
+    expect(plan.prefill).toHaveLength(3)
+    sched.update(plan, await runner.step(plan))
+    const late = seq(2, 4)
+    sched.add(late.s)
+    while (sched.running.length > 0) {
+      plan = sched.schedule(10)
+      expect(plan.prefill).toEqual([])
+      sched.update(plan, await runner.step(plan))
+    }
+    // Drained; the late one is alone and starts once it has waited the maximum.
+    expect(sched.schedule(500).prefill).toEqual([])
+    expect(sched.schedule(late.s.arrivalMs + 1000).prefill.map((p) => p.seqId)).toEqual([late.s.seqId])
   })
 })

@@ -1,3 +1,4 @@
+import { continuousBatching, type BatchingPolicy } from './batching-policy.ts'
 import { AdmissionQueue } from './admission-queue.ts'
 import type { Sequence } from './sequence.ts'
 import type { PrefillPart, StepPlan, StepResult } from '../model/runner.ts'
@@ -41,6 +42,7 @@ export class Scheduler {
   constructor(
     readonly limits: SchedulerLimits,
     private readonly hooks: { onScheduled?(seq: Sequence): void; onPreempted?(seq: Sequence): void } = {},
+    private readonly policy: BatchingPolicy = continuousBatching(),
   ) {
     this.queue = new AdmissionQueue(limits.maxQueue)
   }
@@ -126,6 +128,8 @@ export class Scheduler {
     for (;;) {
       const next = this.queue.peek()
       if (!next) return
+      const view = { active: this.running.length, waiting: this.queue.length, oldestArrivalMs: next.arrivalMs, nowMs }
+      if (this.policy.admissible(view) <= 0) return
       if (next.req.deadlineMs !== undefined && nowMs > next.req.deadlineMs) {
         this.cancel(next, 'error', 'deadline_exceeded')
         continue
@@ -138,6 +142,7 @@ export class Scheduler {
       next.state = 'prefilling'
       next.prefilled = 0
       this.prefilling.push(next)
+      this.policy.admitted()
       this.hooks.onScheduled?.(next)
       longest = width
       if (len > this.limits.prefillChunkTokens) return

@@ -1,4 +1,5 @@
 import { Engine } from '../engine/engine.ts'
+import type { BatchingPolicy } from '../engine/batching-policy.ts'
 import type { EngineObserver } from '../engine/types.ts'
 import { ChatTemplate } from './chat-template.ts'
 import { readModelDir } from './model-dir.ts'
@@ -16,6 +17,8 @@ export interface LoadModelOptions {
   kvBudgetMb: number
   prefillChunk: number
   observer?: EngineObserver
+  /** Benchmarks only: the static-batching baseline. */
+  policy?: BatchingPolicy
 }
 
 export interface LoadedModel {
@@ -40,6 +43,7 @@ export async function loadModel(opts: LoadModelOptions): Promise<LoadedModel> {
       prefillChunkTokens: opts.prefillChunk,
     },
     ...(opts.observer ? { observer: opts.observer } : {}),
+    ...(opts.policy ? { policy: opts.policy } : {}),
   })
   const encoder: PromptEncoder = {
     modelId: dir.modelId,
