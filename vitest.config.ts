@@ -1,13 +1,61 @@
+import { cloudflareTest } from '@cloudflare/vitest-pool-workers'
 import { defineConfig } from 'vitest/config'
+// Types only: the names the workers project's globalSetup provides (its ProvidedContext augmentation).
+import type {} from './edge/test/workers/global-setup.ts'
+
+/** Edge tests that run inside workerd (the Workers runtime), not in Node. */
+const WORKERS_TESTS = 'edge/test/workers/**/*.test.ts'
 
 export default defineConfig({
   test: {
-    include: ['{gpu-node,shared,edge,infra}/**/*.test.ts', 'test/**/*.test.ts'],
     reporters: ['default', './infra/scripts/summary-reporter.ts'],
     testTimeout: 60_000,
     hookTimeout: 180_000,
     // The machine has 2 cores and ONNX Runtime tests are CPU-heavy: keep files from starving each other.
     maxWorkers: 2,
-    globalSetup: ['./infra/scripts/test-global-setup.ts'],
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'node',
+          include: ['{gpu-node,shared,edge,infra}/**/*.test.ts', 'test/**/*.test.ts'],
+          exclude: ['**/node_modules/**', WORKERS_TESTS],
+          globalSetup: ['./infra/scripts/test-global-setup.ts'],
+        },
+      },
+      {
+        // @cloudflare/vitest-pool-workers 0.15 (vitest 4): a Vite plugin, not `pool: ...` options.
+        // Options are resolved after this project's globalSetup, so `inject` sees what it provided.
+        plugins: [
+          cloudflareTest(({ inject }) => ({
+            main: './edge/src/worker.ts',
+            wrangler: { configPath: './wrangler.toml' },
+            miniflare: {
+              bindings: {
+                UPSTASH_REDIS_REST_URL: inject('upstashUrl'),
+                UPSTASH_REDIS_REST_TOKEN: inject('upstashToken'),
+                EDGE_SHARED_SECRET: 'zl-test-edge-secret-0123456789',
+                ADMIN_TOKEN: 'zl-test-admin-token-0123456789',
+                GPU_NODES: inject('gpuNodes'),
+                DEV_MODE: '1',
+                UPSTREAM_CONNECT_TIMEOUT_MS: '500',
+                DEFAULT_RPM: '1000',
+                DEFAULT_TPM: '1000000',
+                // For the tests themselves (not read by the edge).
+                TEST_CONTROL_URL: inject('controlUrl'),
+                TEST_DEAD_URL: inject('deadUrl'),
+              },
+            },
+          })),
+        ],
+        test: {
+          name: 'workers',
+          include: [WORKERS_TESTS],
+          globalSetup: ['./edge/test/workers/global-setup.ts'],
+          testTimeout: 30_000,
+          hookTimeout: 60_000,
+        },
+      },
+    ],
   },
 })

@@ -88,7 +88,9 @@ function nodeSpec(opts: StackOptions, region: string, port: number): ServiceSpec
 
 function wranglerSpec(opts: StackOptions): ServiceSpec {
   const envFile = join(STATE_DIR, 'edge.env')
-  writeFileSync(envFile, Object.entries(edgeEnv(opts)).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join('\n') + '\n')
+  // Single quotes: wrangler's env-file parser keeps backslash escapes inside double quotes, which
+  // would corrupt the JSON in GPU_NODES. None of the values contains a single quote.
+  writeFileSync(envFile, Object.entries(edgeEnv(opts)).map(([k, v]) => `${k}='${v}'`).join('\n') + '\n')
   return {
     name: 'edge',
     command: process.execPath,

@@ -1,0 +1,62 @@
+/**
+ * What the app is built from (its dependencies) and what its middlewares hand each other
+ * (Hono context variables). Each variable is set by exactly one middleware, named beside it.
+ */
+import type { DialectCodec } from '../../shared/src/dialects/index.ts'
+import type { Dialect, GenerateRequest } from '../../shared/src/generation.ts'
+import type { TraceContext } from '../../shared/src/trace-context.ts'
+import type { EdgeConfig } from './config.ts'
+import type { KeyStore, Principal } from './keys/key-store.ts'
+import type { LatencyRecorder } from './latency/latency-recorder.ts'
+import type { LimitDecision, RateLimiter } from './limits/rate-limiter.ts'
+import type { UpstreamFetch } from './proxy/forward.ts'
+import type { NodeRegistry } from './routing/node-registry.ts'
+
+export interface EdgeDeps {
+  config: EdgeConfig
+  keys: KeyStore
+  limiter: RateLimiter
+  registry: NodeRegistry
+  /** fetch on Workers; undici with one HTTP/2 connection per node on the Node entry. */
+  upstream: UpstreamFetch
+  latency?: LatencyRecorder
+  /** Keeps background work alive after the response (Workers' ctx.waitUntil is used when present). */
+  waitUntil?: (work: Promise<unknown>) => void
+  /** Epoch ms; tests may pin it. */
+  now?: () => number
+}
+
+/** The validated generate request and the exact bytes that are forwarded. */
+export interface GenerateInput {
+  codec: DialectCodec
+  gen: GenerateRequest
+  body: Uint8Array
+}
+
+export interface RateLimitState {
+  requests?: LimitDecision
+  tokens?: LimitDecision
+  /** Tokens charged up front for this request (refunded if it is refused later). */
+  chargedTokens?: number
+}
+
+export interface AppEnv {
+  Variables: {
+    /** background.ts: keeps work alive after the response. */
+    waitUntil: (work: Promise<unknown>) => void
+    /** request-id.ts */
+    requestId: string
+    /** request-id.ts: this hop's span (the node's parent). */
+    trace: TraceContext
+    /** request-id.ts: epoch ms when the edge saw the request. */
+    startedAtMs: number
+    /** request-id.ts: the shape errors take on this path. */
+    errorDialect: Dialect
+    /** auth.ts */
+    principal: Principal
+    /** rate-limit.ts */
+    rateLimit: RateLimitState
+    /** validate.ts */
+    generate: GenerateInput
+  }
+}

@@ -1,0 +1,50 @@
+/**
+ * The edge app (DESIGN.md §3), one factory for both entries. The request path of a generate
+ * call reads top to bottom: id + trace → auth → requests/min → body + validation → tokens/min
+ * → forward to the nearest healthy node.
+ */
+import { Hono } from 'hono'
+import { getDialect } from '../../shared/src/dialects/index.ts'
+import type { AppEnv, EdgeDeps } from './app-env.ts'
+import { KeyCache } from './keys/key-cache.ts'
+import { authenticate } from './middleware/auth.ts'
+import { backgroundWork } from './middleware/background.ts'
+import { notFound, onError } from './middleware/errors.ts'
+import { limitRequests, limitTokens, rateLimitHeaders } from './middleware/rate-limit.ts'
+import { requestId } from './middleware/request-id.ts'
+import { validateGenerate } from './middleware/validate.ts'
+import { generate } from './routes/generate.ts'
+import { healthz, listModels, listRegions } from './routes/info.ts'
+
+export type { EdgeDeps } from './app-env.ts'
+
+const GENERATE_DIALECTS = ['openai-chat', 'openai-completions', 'anthropic-messages'] as const
+
+export function createApp(deps: EdgeDeps): Hono<AppEnv> {
+  const now = deps.now ?? Date.now
+  const { config, limiter, registry } = deps
+  const keys = new KeyCache(deps.keys, now)
+  const app = new Hono<AppEnv>()
+
+  app.onError(onError())
+  app.notFound(notFound)
+  app.use(requestId(now))
+  app.use(backgroundWork(deps.waitUntil))
+
+  app.get('/healthz', healthz(deps))
+  app.get('/v1/models', authenticate(config, keys, { allowAdmin: true }), listModels(deps, now))
+  app.get('/v1/regions', authenticate(config, keys, { allowAdmin: true }), listRegions(deps, now))
+
+  for (const codec of GENERATE_DIALECTS.map(getDialect)) {
+    app.post(
+      codec.path,
+      authenticate(config, keys),
+      rateLimitHeaders(now),
+      limitRequests(limiter, now),
+      validateGenerate(codec, config.maxBodyBytes, registry, now),
+      limitTokens(limiter, now),
+      generate(deps, now),
+    )
+  }
+  return app
+}

@@ -1,0 +1,149 @@
+/**
+ * Edge configuration (DESIGN.md §3): Workers bindings or the Node entry's environment, parsed
+ * once with zod into one typed EdgeConfig that is passed down. Nothing else reads env.
+ * Errors list every bad variable by name, never its value (several are secrets).
+ */
+import { z } from 'zod'
+
+/** Env flags are strings: only these spellings mean "on"; unset or "0"/"false" mean off. */
+const flag = z
+  .union([z.boolean(), z.enum(['1', 'true', '0', 'false', ''])])
+  .optional()
+  .transform((v) => v === true || v === '1' || v === 'true')
+
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max)
+const lat = z.coerce.number().min(-90).max(90)
+const lon = z.coerce.number().min(-180).max(180)
+
+/** One entry of GPU_NODES: the static fallback table used when the registry is unreachable or empty. */
+export const StaticNode = z.strictObject({
+  id: z.string().min(1),
+  url: z.url({ protocol: /^https?$/ }),
+  region: z.string().min(1),
+  lat,
+  lon,
+  /** Models served; absent means "any" (the node itself answers 404 for a model it lacks). */
+  models: z.array(z.string().min(1)).optional(),
+})
+export type StaticNode = z.infer<typeof StaticNode>
+
+/** GPU_NODES arrives as a JSON string (env, wrangler secret) or already parsed (a wrangler [vars] array). */
+const GpuNodes = z.preprocess((v) => {
+  if (typeof v !== 'string') return v
+  if (v.trim() === '') return []
+  try {
+    return JSON.parse(v)
+  } catch {
+    return v // reported as "expected array" below
+  }
+}, z.array(StaticNode).default([]))
+
+const EnvSchema = z.object({
+  UPSTASH_REDIS_REST_URL: z.url({ protocol: /^https?$/ }),
+  UPSTASH_REDIS_REST_TOKEN: z.string().min(1),
+  EDGE_SHARED_SECRET: z.string().min(16, 'must be at least 16 characters'),
+  GPU_NODES: GpuNodes,
+  ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  RATE_LIMIT_FAILURE_MODE: z.enum(['open', 'closed']).default('open'),
+  RATE_LIMIT_TIMEOUT_MS: int(1, 60_000).default(300),
+  MAX_BODY_BYTES: int(1).default(1024 * 1024),
+  DEFAULT_RPM: int(1).default(60),
+  DEFAULT_TPM: int(1).default(100_000),
+  EDGE_REGION: z.string().min(1).default('local'),
+  EDGE_LAT: lat.default(0),
+  EDGE_LON: lon.default(0),
+  UPSTREAM_CONNECT_TIMEOUT_MS: int(1, 600_000).default(2000),
+  /** How long a node may take to answer a non-streaming request; also sets x-zl-deadline-ms. */
+  REQUEST_TIMEOUT_MS: int(1).default(300_000),
+  DEV_MODE: flag,
+})
+
+export interface EdgeConfig {
+  upstash: { url: string; token: string }
+  /** HMAC key for x-zl-signature (DESIGN.md §4). */
+  edgeSharedSecret: string
+  gpuNodes: StaticNode[]
+  /** Grants /v1/regions and all-tenant stats; undefined disables admin access. */
+  adminToken?: string
+  /** What a Redis failure in the rate limiter means: admit (open) or refuse (closed). */
+  rateLimitFailureMode: 'open' | 'closed'
+  rateLimitTimeoutMs: number
+  maxBodyBytes: number
+  /** Requests per minute for keys whose record says 0. */
+  defaultRpm: number
+  /** Tokens per minute for keys whose record says 0. */
+  defaultTpm: number
+  edgeRegion: string
+  /** This edge's own location: the client's stand-in when request.cf has no coordinates. */
+  edgeLat: number
+  edgeLon: number
+  /** Until the node's response headers, for streaming requests (a streaming node answers at once). */
+  upstreamConnectTimeoutMs: number
+  /** Until the node's response headers for non-streaming requests, and the deadline sent to the node. */
+  requestTimeoutMs: number
+  /** Local development only: honours `x-zl-client-geo`. Never set in production configs. */
+  devMode: boolean
+}
+
+/** Parses Workers bindings or process.env; throws one Error naming every bad variable. */
+export function parseEdgeConfig(env: Record<string, unknown>): EdgeConfig {
+  const parsed = EnvSchema.safeParse(pickKnown(env, Object.keys(EnvSchema.shape)))
+  if (!parsed.success) throw configError('edge', parsed.error)
+  const e = parsed.data
+  return {
+    upstash: { url: e.UPSTASH_REDIS_REST_URL, token: e.UPSTASH_REDIS_REST_TOKEN },
+    edgeSharedSecret: e.EDGE_SHARED_SECRET,
+    gpuNodes: e.GPU_NODES,
+    ...(e.ADMIN_TOKEN !== undefined ? { adminToken: e.ADMIN_TOKEN } : {}),
+    rateLimitFailureMode: e.RATE_LIMIT_FAILURE_MODE,
+    rateLimitTimeoutMs: e.RATE_LIMIT_TIMEOUT_MS,
+    maxBodyBytes: e.MAX_BODY_BYTES,
+    defaultRpm: e.DEFAULT_RPM,
+    defaultTpm: e.DEFAULT_TPM,
+    edgeRegion: e.EDGE_REGION,
+    edgeLat: e.EDGE_LAT,
+    edgeLon: e.EDGE_LON,
+    upstreamConnectTimeoutMs: e.UPSTREAM_CONNECT_TIMEOUT_MS,
+    requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
+    devMode: e.DEV_MODE,
+  }
+}
+
+const ServerSchema = z.object({
+  HOST: z.string().min(1).default('127.0.0.1'),
+  PORT: int(0, 65535).default(8788),
+  TLS_CERT: z.string().min(1).optional(),
+  TLS_KEY: z.string().min(1).optional(),
+})
+
+/** The Node entry's own settings (on top of EdgeConfig). */
+export interface NodeServerConfig {
+  host: string
+  port: number
+  /** PEM file paths; both set → HTTPS with ALPN h2 + http/1.1, neither → plain HTTP/1.1. */
+  tls?: { certFile: string; keyFile: string }
+}
+
+export function parseNodeServerConfig(env: Record<string, unknown>): NodeServerConfig {
+  const parsed = ServerSchema.safeParse(pickKnown(env, Object.keys(ServerSchema.shape)))
+  if (!parsed.success) throw configError('edge (Node entry)', parsed.error)
+  const e = parsed.data
+  if (Boolean(e.TLS_CERT) !== Boolean(e.TLS_KEY)) throw new Error('invalid edge (Node entry) configuration:\n  TLS_CERT/TLS_KEY: set both or neither')
+  return { host: e.HOST, port: e.PORT, ...(e.TLS_CERT && e.TLS_KEY ? { tls: { certFile: e.TLS_CERT, keyFile: e.TLS_KEY } } : {}) }
+}
+
+/** Only known names; an empty string means unset, so `PORT=` in a .env file means "default". */
+function pickKnown(env: Record<string, unknown>, names: string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const name of names) {
+    const v = env[name]
+    out[name] = typeof v === 'string' && v.trim() === '' ? undefined : v
+  }
+  return out
+}
+
+function configError(what: string, error: z.ZodError): Error {
+  // Issue messages describe the expected shape only: zod does not echo the input value here.
+  const lines = error.issues.map((i) => `${i.path.map(String).join('.')}: ${i.path.length === 0 ? 'invalid' : i.message}`)
+  return new Error(`invalid ${what} configuration:\n  ${lines.join('\n  ')}`)
+}

@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest'
+import type { ApiKeyRecord } from '../../../shared/src/api-key.ts'
+import { KeyCache, NEGATIVE_TTL_MS, POSITIVE_TTL_MS } from './key-cache.ts'
+
+const record: ApiKeyRecord = { id: 'k1', tenant: 't', name: '', rpm: 0, tpm: 0, models: ['*'], created: 0, disabled: false }
+
+function setup() {
+  let t = 0
+  const calls: string[] = []
+  const table = new Map([['known', record]])
+  let failing = false
+  const cache = new KeyCache({
+    lookup: async (h) => {
+      calls.push(h)
+      if (failing) throw new Error('down')
+      return table.get(h)
+    },
+  }, () => t)
+  return { cache, calls, advance: (ms: number) => (t += ms), fail: (v: boolean) => (failing = v) }
+}
+
+describe('KeyCache', () => {
+  it('keeps a found record for 30 s', async () => {
+    const { cache, calls, advance } = setup()
+    expect(await cache.lookup('known')).toEqual(record)
+    advance(POSITIVE_TTL_MS - 1)
+    await cache.lookup('known')
+    expect(calls).toHaveLength(1)
+    advance(1)
+    await cache.lookup('known')
+    expect(calls).toHaveLength(2)
+  })
+
+  it('keeps a miss for 5 s', async () => {
+    const { cache, calls, advance } = setup()
+    expect(await cache.lookup('nope')).toBeUndefined()
+    advance(NEGATIVE_TTL_MS - 1)
+    await cache.lookup('nope')
+    expect(calls).toHaveLength(1)
+    advance(1)
+    await cache.lookup('nope')
+    expect(calls).toHaveLength(2)
+  })
+
+  it('does not cache a store failure', async () => {
+    const { cache, calls, fail } = setup()
+    fail(true)
+    await expect(cache.lookup('known')).rejects.toThrow('down')
+    fail(false)
+    expect(await cache.lookup('known')).toEqual(record)
+    expect(calls).toHaveLength(2)
+  })
+})

@@ -1,0 +1,41 @@
+/**
+ * API key records by sha256 hash (DESIGN.md §3). The store only ever sees the hash: the key
+ * itself never leaves the auth middleware.
+ */
+import { apiKeyRedisKey, parseApiKeyRecord, type ApiKeyRecord } from '../../../shared/src/api-key.ts'
+
+export interface KeyStore {
+  /** The record for a key hash, undefined when there is none; throws when the store is unreachable. */
+  lookup(hashHex: string): Promise<ApiKeyRecord | undefined>
+}
+
+/** Who is calling, after auth: never the key itself. */
+export interface Principal {
+  keyId: string
+  tenant: string
+  /** Effective limits (the deployment default already applied). */
+  rpm: number
+  tpm: number
+  /** Allowed model ids, or ['*']. */
+  models: string[]
+  /** Authenticated with ADMIN_TOKEN rather than an API key. */
+  admin: boolean
+}
+
+/** The one Redis command the key store needs; @upstash/redis satisfies it. */
+export interface KeyRedis {
+  hgetall(key: string): Promise<Record<string, unknown> | null>
+}
+
+export function createRedisKeyStore(redis: KeyRedis): KeyStore {
+  return {
+    async lookup(hashHex) {
+      return parseApiKeyRecord(await redis.hgetall(apiKeyRedisKey(hashHex)))
+    },
+  }
+}
+
+/** A fixed table, for tests and key-less local runs. */
+export function createMemoryKeyStore(records: ReadonlyMap<string, ApiKeyRecord>): KeyStore {
+  return { lookup: async (hashHex) => records.get(hashHex) }
+}

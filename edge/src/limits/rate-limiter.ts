@@ -1,0 +1,72 @@
+/**
+ * Per-key limits (DESIGN.md §3): requests/minute and tokens/minute, decided by a store (Upstash
+ * via @upstash/ratelimit in production) behind a failure policy: a store that errors or does not
+ * answer within RATE_LIMIT_TIMEOUT_MS is decided by RATE_LIMIT_FAILURE_MODE at once (never after a
+ * client library's multi-second retry loop), and counted.
+ */
+import { TIMED_OUT, within } from '../within.ts'
+
+export interface LimitDecision {
+  success: boolean
+  limit: number
+  /** What is left after this call (0 when refused). */
+  remaining: number
+  /** Epoch ms when the budget next grows (the window ends / the bucket refills). */
+  resetAtMs: number
+  /** The store failed; `success` is RATE_LIMIT_FAILURE_MODE's answer. */
+  degraded?: boolean
+}
+
+/** What a limit store does; refusals are decisions, failures are thrown. */
+export interface LimitStore {
+  /** One request against `rpm` per minute. */
+  requests(keyId: string, rpm: number): Promise<LimitDecision>
+  /** Charges `cost` tokens against `tpm` per minute; a refused charge is not kept. */
+  tokens(keyId: string, tpm: number, cost: number): Promise<LimitDecision>
+  /** Gives back `cost` tokens charged earlier. */
+  refund(keyId: string, tpm: number, cost: number): Promise<void>
+}
+
+export interface RateLimiter {
+  checkRequests(keyId: string, rpm: number): Promise<LimitDecision>
+  chargeTokens(keyId: string, tpm: number, cost: number): Promise<LimitDecision>
+  /** Never throws: a refund lost to a store failure is counted, not reported to the client. */
+  refundTokens(keyId: string, tpm: number, cost: number): Promise<void>
+  /** Store failures (errors and timeouts) since this isolate started: a metric. */
+  failureCount(): number
+}
+
+export interface FailurePolicy {
+  mode: 'open' | 'closed'
+  timeoutMs: number
+  now?: () => number
+}
+
+/** When a degraded decision says the window resets (a hint for retry-after). */
+const DEGRADED_RESET_MS = 1000
+
+export function withFailurePolicy(store: LimitStore, policy: FailurePolicy): RateLimiter {
+  const now = policy.now ?? Date.now
+  let failures = 0
+
+  const degraded = (limit: number): LimitDecision => {
+    failures++
+    const open = policy.mode === 'open'
+    return { success: open, limit, remaining: open ? limit : 0, resetAtMs: now() + DEGRADED_RESET_MS, degraded: true }
+  }
+
+  const decide = async (limit: number, work: () => Promise<LimitDecision>): Promise<LimitDecision> => {
+    const result = await within(policy.timeoutMs, work)
+    return result === TIMED_OUT || result instanceof Error ? degraded(limit) : result
+  }
+
+  return {
+    checkRequests: (keyId, rpm) => decide(rpm, () => store.requests(keyId, rpm)),
+    chargeTokens: (keyId, tpm, cost) => decide(tpm, () => store.tokens(keyId, tpm, cost)),
+    async refundTokens(keyId, tpm, cost) {
+      const result = await within(policy.timeoutMs, () => store.refund(keyId, tpm, cost).then(() => true))
+      if (result !== true) failures++
+    },
+    failureCount: () => failures,
+  }
+}

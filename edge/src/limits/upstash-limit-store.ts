@@ -1,0 +1,66 @@
+/**
+ * The LimitStore on Upstash Redis with @upstash/ratelimit (one Lua script per decision, atomic in
+ * Redis, so concurrent edges and isolates share exact budgets):
+ * - requests/minute: sliding window of 60 s (a refused request is not counted);
+ * - tokens/minute: token bucket holding `tpm`, refilled by tpm/60 each second. Unlike the window
+ *   algorithms, it refuses a weighted charge that does not fit without keeping it, so only
+ *   requests refused *after* the charge need a refund (a negative rate adds the tokens back).
+ * Options fixed for the edge: no ephemeral cache (it would keep refusing after a refund), no
+ * analytics, no deny-list protection (it fetches a list from the internet), and no library
+ * timeout (its fail-open would bypass RATE_LIMIT_FAILURE_MODE; rate-limiter.ts bounds the time).
+ */
+import { Ratelimit } from '@upstash/ratelimit'
+import type { LimitDecision, LimitStore } from './rate-limiter.ts'
+
+/** Ratelimit's redis parameter: any @upstash/redis client (Node or Cloudflare build). */
+type UpstashRedis = ConstructorParameters<typeof Ratelimit>[0]['redis']
+
+export const REQUESTS_PREFIX = 'zl:rl:req'
+export const TOKENS_PREFIX = 'zl:rl:tok'
+
+export function createUpstashLimitStore(redis: UpstashRedis): LimitStore {
+  // Limits differ per key, the Redis keys do not: one Ratelimit per distinct limit value.
+  const requestLimiters = new Map<number, Ratelimit>()
+  const tokenLimiters = new Map<number, Ratelimit>()
+  const make = (prefix: string, limiter: ConstructorParameters<typeof Ratelimit>[0]['limiter']) =>
+    new Ratelimit({ redis, limiter, prefix, ephemeralCache: false, analytics: false, timeout: 0, enableProtection: false })
+
+  const forRequests = (rpm: number) => memo(requestLimiters, rpm, () => make(REQUESTS_PREFIX, Ratelimit.slidingWindow(rpm, '60 s')))
+  const forTokens = (tpm: number) => memo(tokenLimiters, tpm, () => make(TOKENS_PREFIX, Ratelimit.tokenBucket(tpm / 60, '1 s', tpm)))
+
+  return {
+    async requests(keyId, rpm) {
+      return toDecision(await forRequests(rpm).limit(keyId))
+    },
+    async tokens(keyId, tpm, cost) {
+      return toDecision(await forTokens(tpm).limit(keyId, { rate: cost }))
+    },
+    async refund(keyId, tpm, cost) {
+      await forTokens(tpm).limit(keyId, { rate: -cost })
+    },
+  }
+}
+
+interface RatelimitResult {
+  success: boolean
+  limit: number
+  remaining: number
+  reset: number
+  pending: Promise<unknown>
+}
+
+function toDecision(r: RatelimitResult): LimitDecision {
+  // With analytics off and one region, `pending` is already settled: nothing to hand to waitUntil.
+  void r.pending.catch(() => {})
+  return { success: r.success, limit: r.limit, remaining: Math.max(0, Math.floor(r.remaining)), resetAtMs: r.reset }
+}
+
+function memo<K, V>(map: Map<K, V>, key: K, make: () => V): V {
+  let v = map.get(key)
+  if (v === undefined) {
+    if (map.size >= 256) map.clear()
+    v = make()
+    map.set(key, v)
+  }
+  return v
+}

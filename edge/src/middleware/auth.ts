@@ -1,0 +1,83 @@
+/**
+ * Step 2: who is calling. `Authorization: Bearer <key>` or `x-api-key: <key>`; only sha256(key)
+ * is looked up (through the per-isolate KeyCache). The key never reaches a log line, an error
+ * body or a context variable.
+ *
+ * Answers: no key, a malformed or unknown key → 401 (authentication_error); a disabled key →
+ * 403 (permission_error: the key is known but may not be used). Models outside a key's
+ * allowlist are refused later, by validate.ts, as 404 — the answer OpenAI gives ("does not exist
+ * or you do not have access to it"), which does not reveal which models exist.
+ * With `allowAdmin`, ADMIN_TOKEN (constant-time compared) is accepted as well.
+ */
+import type { MiddlewareHandler } from 'hono'
+import { hashApiKey, isWellFormedApiKey } from '../../../shared/src/api-key.ts'
+import { ApiError } from '../../../shared/src/api-error.ts'
+import type { AppEnv } from '../app-env.ts'
+import type { EdgeConfig } from '../config.ts'
+import type { KeyCache } from '../keys/key-cache.ts'
+import type { Principal } from '../keys/key-store.ts'
+import { secretsEqual } from './secret-compare.ts'
+
+/** How long a client should wait when the key store cannot be reached. */
+const STORE_RETRY_MS = 1000
+
+export interface AuthOptions {
+  /** Accept ADMIN_TOKEN as well as API keys (read-only operator routes). */
+  allowAdmin?: boolean
+}
+
+export function authenticate(config: EdgeConfig, keys: KeyCache, options: AuthOptions = {}): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const presented = presentedKey(c.req.header('authorization'), c.req.header('x-api-key'))
+    if (presented === undefined) {
+      throw new ApiError('unauthorized', "Missing API key: send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'.")
+    }
+    if (options.allowAdmin && config.adminToken !== undefined && (await secretsEqual(presented, config.adminToken))) {
+      c.set('principal', adminPrincipal())
+      return next()
+    }
+    c.set('principal', await principalForKey(presented, config, keys))
+    return next()
+  }
+}
+
+/** Bearer wins over x-api-key (as in both SDKs, which send one or the other). */
+function presentedKey(authorization: string | undefined, xApiKey: string | undefined): string | undefined {
+  const bearer = authorization?.match(/^Bearer\s+(\S+)\s*$/i)?.[1]
+  const key = bearer ?? xApiKey?.trim()
+  return key ? key : undefined
+}
+
+async function principalForKey(key: string, config: EdgeConfig, keys: KeyCache): Promise<Principal> {
+  // Malformed keys cannot exist in the store: refused without a lookup (and without echoing them).
+  if (!isWellFormedApiKey(key)) throw invalidKey()
+  let record
+  try {
+    record = await keys.lookup(await hashApiKey(key))
+  } catch (e) {
+    throw new ApiError('overloaded', 'Authentication is temporarily unavailable; please retry.', { retryAfterMs: STORE_RETRY_MS, cause: e })
+  }
+  if (!record) throw invalidKey()
+  if (record.disabled) throw new ApiError('forbidden', 'This API key has been disabled.')
+  return {
+    keyId: record.id,
+    tenant: record.tenant,
+    rpm: record.rpm > 0 ? record.rpm : config.defaultRpm,
+    tpm: record.tpm > 0 ? record.tpm : config.defaultTpm,
+    models: record.models.length > 0 ? record.models : ['*'],
+    admin: false,
+  }
+}
+
+function invalidKey(): ApiError {
+  return new ApiError('unauthorized', 'Invalid API key.')
+}
+
+function adminPrincipal(): Principal {
+  return { keyId: 'admin', tenant: '*', rpm: 0, tpm: 0, models: ['*'], admin: true }
+}
+
+/** Whether a principal may use a model (its allowlist, or '*'). */
+export function mayUseModel(principal: Principal, model: string): boolean {
+  return principal.models.includes('*') || principal.models.includes(model)
+}

@@ -1,0 +1,42 @@
+/**
+ * Step 4a: the request body as bytes, at most MAX_BODY_BYTES. A declared content-length over the
+ * limit is refused without reading; a body that grows past it (chunked, or a lying length) is
+ * refused as soon as it does, and the rest is never read.
+ */
+import { ApiError } from '../../../shared/src/api-error.ts'
+
+export async function readBodyLimited(req: Request, maxBytes: number): Promise<Uint8Array> {
+  const declared = req.headers.get('content-length')
+  if (declared !== null && /^\d+$/.test(declared) && Number(declared) > maxBytes) throw tooLarge(maxBytes)
+  if (!req.body) return new Uint8Array(0)
+
+  const reader = req.body.getReader()
+  const chunks: Uint8Array[] = []
+  let total = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    total += value.byteLength
+    if (total > maxBytes) {
+      await reader.cancel().catch(() => {})
+      throw tooLarge(maxBytes)
+    }
+    chunks.push(value)
+  }
+  return concat(chunks, total)
+}
+
+function tooLarge(maxBytes: number): ApiError {
+  return new ApiError('request_too_large', `The request body exceeds the limit of ${maxBytes} bytes.`)
+}
+
+function concat(chunks: Uint8Array[], total: number): Uint8Array {
+  if (chunks.length === 1) return chunks[0]!
+  const out = new Uint8Array(total)
+  let offset = 0
+  for (const chunk of chunks) {
+    out.set(chunk, offset)
+    offset += chunk.byteLength
+  }
+  return out
+}

@@ -1,0 +1,110 @@
+/**
+ * Step 3 (requests/minute, before the body is read: a refused client costs no parsing) and
+ * step 4b (tokens/minute, right after validation) of DESIGN.md §3, plus the dialect's
+ * rate-limit headers on every response of a limited route, 429s included.
+ *
+ * Token cost = estimated prompt tokens (body bytes / 4) + max_tokens, charged up front; the
+ * generate handler refunds it (refundCharge) when the request is refused later. A request that
+ * sets no max_tokens (OpenAI chat: "up to the context length") is charged UNBOUNDED_COMPLETION_TOKENS.
+ */
+import type { Context, MiddlewareHandler } from 'hono'
+import { ApiError } from '../../../shared/src/api-error.ts'
+import type { Dialect } from '../../../shared/src/generation.ts'
+import type { AppEnv, RateLimitState } from '../app-env.ts'
+import type { LimitDecision, RateLimiter } from '../limits/rate-limiter.ts'
+
+/** Completion tokens assumed for a request without max_tokens. */
+export const UNBOUNDED_COMPLETION_TOKENS = 1024
+/** Retry hint when the limiter's store is down and the mode is closed. */
+const STORE_RETRY_MS = 1000
+
+export function tokenCost(bodyBytes: number, maxTokens: number | undefined): number {
+  return Math.ceil(bodyBytes / 4) + (maxTokens ?? UNBOUNDED_COMPLETION_TOKENS)
+}
+
+/** Writes the dialect's x-ratelimit-* / anthropic-ratelimit-* headers once the response exists. */
+export function rateLimitHeaders(now: () => number): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    c.set('rateLimit', {})
+    await next()
+    const headers = limitHeaders(c.get('errorDialect'), c.get('rateLimit'), now())
+    for (const [name, value] of Object.entries(headers)) c.res.headers.set(name, value)
+  }
+}
+
+export function limitRequests(limiter: RateLimiter, now: () => number): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const { keyId, rpm } = c.get('principal')
+    const decision = await limiter.checkRequests(keyId, rpm)
+    c.get('rateLimit').requests = decision
+    if (!decision.success) {
+      throw refusal(decision, now(), `Rate limit reached: this key allows ${rpm} requests per minute.`)
+    }
+    return next()
+  }
+}
+
+export function limitTokens(limiter: RateLimiter, now: () => number): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const { keyId, tpm } = c.get('principal')
+    const { body, gen } = c.get('generate')
+    const cost = tokenCost(body.byteLength, gen.maxTokens)
+    const decision = await limiter.chargeTokens(keyId, tpm, cost)
+    const state = c.get('rateLimit')
+    state.tokens = decision
+    if (!decision.success) {
+      const message = cost > tpm
+        ? `Request too large: an estimated ${cost} tokens (prompt + max_tokens) exceed this key's limit of ${tpm} tokens per minute.`
+        : `Rate limit reached: this key allows ${tpm} tokens per minute; this request needs an estimated ${cost}.`
+      throw refusal(decision, now(), message)
+    }
+    if (!decision.degraded) state.chargedTokens = cost
+    return next()
+  }
+}
+
+/** Gives back the up-front token charge of a request that was refused after it (at most once). */
+export function refundCharge(c: Context<AppEnv>, limiter: RateLimiter): Promise<void> | undefined {
+  const state = c.get('rateLimit')
+  const cost = state?.chargedTokens
+  if (!cost) return undefined
+  state.chargedTokens = undefined
+  const { keyId, tpm } = c.get('principal')
+  if (state.tokens) state.tokens = { ...state.tokens, remaining: Math.min(state.tokens.limit, state.tokens.remaining + cost) }
+  return limiter.refundTokens(keyId, tpm, cost)
+}
+
+function refusal(decision: LimitDecision, nowMs: number, message: string): ApiError {
+  if (decision.degraded) {
+    return new ApiError('overloaded', 'Rate limiting is temporarily unavailable; please retry shortly.', { retryAfterMs: STORE_RETRY_MS })
+  }
+  return new ApiError('rate_limited', message, { retryAfterMs: Math.max(1, decision.resetAtMs - nowMs) })
+}
+
+/** Header values for the decisions made so far; a degraded decision has no real numbers to show. */
+export function limitHeaders(dialect: Dialect, state: RateLimitState | undefined, nowMs: number): Record<string, string> {
+  const out: Record<string, string> = {}
+  const put = (kind: 'requests' | 'tokens', d: LimitDecision | undefined) => {
+    if (!d || d.degraded) return
+    const resetMs = Math.max(0, d.resetAtMs - nowMs)
+    if (dialect === 'anthropic-messages') {
+      out[`anthropic-ratelimit-${kind}-limit`] = String(d.limit)
+      out[`anthropic-ratelimit-${kind}-remaining`] = String(d.remaining)
+      out[`anthropic-ratelimit-${kind}-reset`] = new Date(Math.ceil((nowMs + resetMs) / 1000) * 1000).toISOString().replace('.000Z', 'Z')
+    } else {
+      out[`x-ratelimit-limit-${kind}`] = String(d.limit)
+      out[`x-ratelimit-remaining-${kind}`] = String(d.remaining)
+      out[`x-ratelimit-reset-${kind}`] = openAIDuration(resetMs)
+    }
+  }
+  put('requests', state?.requests)
+  put('tokens', state?.tokens)
+  return out
+}
+
+/** OpenAI's reset format: `850ms`, `12s`, `6m0s`. */
+export function openAIDuration(ms: number): string {
+  if (ms < 1000) return `${Math.ceil(ms)}ms`
+  const s = Math.ceil(ms / 1000)
+  return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${s % 60}s`
+}

@@ -1,0 +1,49 @@
+/**
+ * Step 4a: body (bounded) → JSON → the dialect's shared zod parser → a GenerateRequest, with
+ * every failure in the dialect's error shape (the shared parsers throw ApiError naming the
+ * field, never a ZodError dump). Then the model: outside the key's allowlist, or served by no
+ * known node → 404 (OpenAI's model_not_found, Anthropic's not_found_error).
+ */
+import type { MiddlewareHandler } from 'hono'
+import { ApiError } from '../../../shared/src/api-error.ts'
+import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
+import { parseJsonBody } from '../../../shared/src/json-body.ts'
+import type { AppEnv } from '../app-env.ts'
+import { isUsable, type RoutableNode } from '../routing/pick-node.ts'
+import type { NodeRegistry } from '../routing/node-registry.ts'
+import { mayUseModel } from './auth.ts'
+import { readBodyLimited } from './body-limit.ts'
+
+export function validateGenerate(codec: DialectCodec, maxBodyBytes: number, registry: NodeRegistry, now: () => number): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const body = await readBodyLimited(c.req.raw, maxBodyBytes)
+    const gen = codec.parse(parseJsonBody(body))
+    const table = await registry.table(c.get('waitUntil'))
+    if (!mayUseModel(c.get('principal'), gen.model) || !isKnownModel(table.nodes, gen.model, now())) {
+      throw modelNotFound(gen.model)
+    }
+    c.set('generate', { codec, gen, body })
+    return next()
+  }
+}
+
+/**
+ * A model is known when a node that is not draining and not stale lists it (a node marked down
+ * for a few seconds still counts: "unreachable" is 502, not 404), or when a static node lists
+ * no models (it may serve anything).
+ */
+export function isKnownModel(nodes: readonly RoutableNode[], model: string, nowMs: number): boolean {
+  return nodes.some((n) => isUsable({ ...n, downUntilMs: undefined }, nowMs) && (n.models === undefined || n.models.includes(model)))
+}
+
+/** The union of models served by usable nodes (for /v1/models). */
+export function knownModels(nodes: readonly RoutableNode[], nowMs: number): string[] {
+  const models = new Set<string>()
+  for (const n of nodes) if (isUsable({ ...n, downUntilMs: undefined }, nowMs)) for (const m of n.models ?? []) models.add(m)
+  return [...models].sort()
+}
+
+function modelNotFound(model: string): ApiError {
+  const shown = model.length > 200 ? `${model.slice(0, 200)}…` : model
+  return new ApiError('model_not_found', `The model '${shown}' does not exist or you do not have access to it.`, { param: 'model' })
+}

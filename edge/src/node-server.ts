@@ -1,0 +1,94 @@
+/**
+ * The self-hosted edge: the same app under @hono/node-server. With TLS_CERT/TLS_KEY it serves
+ * HTTPS with ALPN choosing h2 or http/1.1 (`http2.createSecureServer({ allowHTTP1: true })`);
+ * without, plain HTTP/1.1. Upstream requests go through undici, one multiplexed HTTP/2
+ * connection per GPU node. A closed client connection aborts the request's AbortSignal
+ * (@hono/node-server), which forward.ts turns into an aborted upstream request.
+ */
+import { readFileSync } from 'node:fs'
+import http2 from 'node:http2'
+import type { AddressInfo } from 'node:net'
+import { serve, type ServerType } from '@hono/node-server'
+import { Redis } from '@upstash/redis'
+import { createApp, type EdgeDeps } from './app.ts'
+import type { EdgeConfig, NodeServerConfig } from './config.ts'
+import { createRedisKeyStore } from './keys/key-store.ts'
+import { withFailurePolicy } from './limits/rate-limiter.ts'
+import { createUpstashLimitStore } from './limits/upstash-limit-store.ts'
+import { createUndiciUpstream, type UndiciUpstream, type UndiciUpstreamOptions } from './proxy/undici-upstream.ts'
+import { createNodeRegistry, REGISTRY_TIMEOUT_MS } from './routing/node-registry.ts'
+
+const KEY_LOOKUP_TIMEOUT_MS = 1000
+/** Connection-level headers HTTP/2 forbids; Node's http2 compat layer throws on them. */
+const CONNECTION_HEADERS = ['transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'proxy-connection']
+
+export interface NodeEdge {
+  url: string
+  upstream: UndiciUpstream
+  close(): Promise<void>
+}
+
+export interface NodeEdgeOptions {
+  /** Replaces parts of the wiring (tests). */
+  overrides?: Partial<EdgeDeps>
+  upstreamTls?: UndiciUpstreamOptions['tls']
+}
+
+export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig, opts: NodeEdgeOptions = {}): Promise<NodeEdge> {
+  const upstream = createUndiciUpstream({ connectTimeoutMs: config.upstreamConnectTimeoutMs, ...(opts.upstreamTls ? { tls: opts.upstreamTls } : {}) })
+  const app = createApp({ ...createNodeDeps(config, upstream), ...opts.overrides })
+  const fetch = async (req: Request) => withoutConnectionHeaders(await app.fetch(req))
+  const tls = server.tls ? { key: readFileSync(server.tls.keyFile), cert: readFileSync(server.tls.certFile) } : undefined
+
+  let listening!: (info: AddressInfo) => void
+  const ready = new Promise<AddressInfo>((resolve) => (listening = resolve))
+  const httpServer: ServerType = tls
+    ? serve({ fetch, hostname: server.host, port: server.port, overrideGlobalObjects: false, createServer: http2.createSecureServer, serverOptions: { ...tls, allowHTTP1: true } }, listening)
+    : serve({ fetch, hostname: server.host, port: server.port, overrideGlobalObjects: false }, listening)
+  const address = await ready
+  const host = address.address.includes(':') ? `[${address.address}]` : address.address
+  return {
+    url: `${tls ? 'https' : 'http'}://${host}:${address.port}`,
+    upstream,
+    async close() {
+      await new Promise<void>((resolve) => {
+        httpServer.close(() => resolve())
+        ;(httpServer as { closeAllConnections?: () => void }).closeAllConnections?.()
+      })
+      await upstream.close()
+    },
+  }
+}
+
+export function createNodeDeps(config: EdgeConfig, upstream: UndiciUpstream): EdgeDeps {
+  return {
+    config,
+    keys: createRedisKeyStore(redisClient(config, KEY_LOOKUP_TIMEOUT_MS)),
+    limiter: withFailurePolicy(createUpstashLimitStore(redisClient(config, config.rateLimitTimeoutMs)), {
+      mode: config.rateLimitFailureMode,
+      timeoutMs: config.rateLimitTimeoutMs,
+    }),
+    registry: createNodeRegistry({ redis: redisClient(config, REGISTRY_TIMEOUT_MS), fallback: config.gpuNodes }),
+    upstream: upstream.fetch,
+  }
+}
+
+/** As on Workers (worker.ts): no retry loop, no auto-pipelining, each use bounded by its timeout. */
+function redisClient(config: EdgeConfig, timeoutMs: number): Redis {
+  return new Redis({
+    url: config.upstash.url,
+    token: config.upstash.token,
+    retry: false,
+    enableAutoPipelining: false,
+    enableTelemetry: false,
+    signal: () => AbortSignal.timeout(timeoutMs),
+  })
+}
+
+/** HTTP/2 responses must not carry connection-level headers (honojs/hono#4041 crashes the process). */
+function withoutConnectionHeaders(res: Response): Response {
+  if (!CONNECTION_HEADERS.some((h) => res.headers.has(h))) return res
+  const headers = new Headers(res.headers)
+  for (const h of CONNECTION_HEADERS) headers.delete(h)
+  return new Response(res.body, { status: res.status, statusText: res.statusText, headers })
+}

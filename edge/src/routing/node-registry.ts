@@ -1,0 +1,160 @@
+/**
+ * The GPU node table as this isolate sees it (DESIGN.md §5): the `zl:nodes` hash that nodes
+ * heartbeat into, cached for 1 s and refreshed in the background (a request never waits for a
+ * refresh, only the isolate's very first one waits for the first read). When Redis cannot be
+ * read, or holds no fresh row, the static GPU_NODES table stands in. Nodes that failed an
+ * attempt are marked down here for 10 s.
+ *
+ * Cross-request rule (Workers): only plain data is shared between requests; a refresh promise
+ * is awaited by nobody but the request that started it (through waitUntil).
+ */
+import { z } from 'zod'
+import type { StaticNode } from '../config.ts'
+import { TIMED_OUT, within } from '../within.ts'
+import { FRESH_MS, type RoutableNode } from './pick-node.ts'
+
+export const NODES_KEY = 'zl:nodes'
+export const TABLE_CACHE_MS = 1000
+export const MARK_DOWN_MS = 10_000
+/** Longest a read of the table may take (the first request of an isolate waits for it). */
+export const REGISTRY_TIMEOUT_MS = 1000
+
+export interface NodeTable {
+  nodes: RoutableNode[]
+  source: 'registry' | 'static'
+  /** Epoch ms of the read this table came from. */
+  fetchedAtMs: number
+  /** Why the static table is in use, when it is. */
+  fallbackReason?: 'registry_unreachable' | 'registry_empty'
+}
+
+export interface NodeRegistry {
+  /** The current table (nodes annotated with downUntilMs); starts a background refresh when older than 1 s. */
+  table(waitUntil?: (work: Promise<unknown>) => void): Promise<NodeTable>
+  /** After a failed attempt: skip this node in this isolate for MARK_DOWN_MS. */
+  markDown(nodeId: string): void
+}
+
+/** The one Redis command the registry needs; @upstash/redis satisfies it. */
+export interface RegistryRedis {
+  hgetall(key: string): Promise<Record<string, unknown> | null>
+}
+
+const num = z.coerce.number().catch(0)
+/** A heartbeat row; lenient on load figures (a malformed figure reads as 0), strict on identity. */
+const NodeRowSchema = z.object({
+  id: z.string().min(1),
+  url: z.url(),
+  region: z.string().min(1),
+  lat: z.coerce.number().min(-90).max(90),
+  lon: z.coerce.number().min(-180).max(180),
+  models: z.array(z.string()),
+  maxBatch: num,
+  running: num,
+  waiting: num,
+  kvUsedFrac: num,
+  tokPerSec: num,
+  draining: z.boolean().catch(false),
+  ts: z.coerce.number(),
+})
+
+export interface NodeRegistryOptions {
+  redis: RegistryRedis
+  fallback: readonly StaticNode[]
+  now?: () => number
+  timeoutMs?: number
+  /** The registry hash; NODES_KEY except in tests that must not disturb each other. */
+  nodesKey?: string
+}
+
+export function createNodeRegistry(opts: NodeRegistryOptions): NodeRegistry {
+  const now = opts.now ?? Date.now
+  const fallback = opts.fallback.map(fromStatic)
+  const down = new Map<string, number>()
+  let cached: NodeTable | undefined
+  let refreshing = false
+
+  const load = async (): Promise<NodeTable> => {
+    const result = await within(opts.timeoutMs ?? REGISTRY_TIMEOUT_MS, () => opts.redis.hgetall(opts.nodesKey ?? NODES_KEY))
+    const t = now()
+    if (result === TIMED_OUT || result instanceof Error) return { nodes: fallback, source: 'static', fetchedAtMs: t, fallbackReason: 'registry_unreachable' }
+    const rows = parseRows(result)
+    if (!rows.some((r) => r.ts !== undefined && t - r.ts < FRESH_MS)) return { nodes: fallback, source: 'static', fetchedAtMs: t, fallbackReason: 'registry_empty' }
+    return { nodes: rows, source: 'registry', fetchedAtMs: t }
+  }
+
+  const annotate = (table: NodeTable): NodeTable => {
+    const t = now()
+    const nodes = table.nodes.map((n) => {
+      const until = down.get(n.id)
+      if (until === undefined) return n
+      if (until <= t) {
+        down.delete(n.id)
+        return n
+      }
+      return { ...n, downUntilMs: until }
+    })
+    return { ...table, nodes }
+  }
+
+  return {
+    async table(waitUntil) {
+      if (!cached) {
+        cached = await load()
+        return annotate(cached)
+      }
+      if (now() - cached.fetchedAtMs >= TABLE_CACHE_MS && !refreshing) {
+        refreshing = true
+        const refresh = load()
+          .then((table) => {
+            cached = table
+          })
+          .finally(() => {
+            refreshing = false
+          })
+        if (waitUntil) waitUntil(refresh)
+      }
+      return annotate(cached)
+    },
+    markDown(nodeId) {
+      down.set(nodeId, now() + MARK_DOWN_MS)
+    },
+  }
+}
+
+/** Heartbeat rows → nodes; rows that do not parse are skipped (a broken node must not break routing). */
+export function parseRows(hash: Record<string, unknown> | null): RoutableNode[] {
+  const out: RoutableNode[] = []
+  for (const value of Object.values(hash ?? {})) {
+    // @upstash/redis deserializes JSON values by default; a raw client hands over the string.
+    let row: unknown = value
+    if (typeof value === 'string') {
+      try {
+        row = JSON.parse(value)
+      } catch {
+        continue
+      }
+    }
+    const parsed = NodeRowSchema.safeParse(row)
+    if (parsed.success) out.push({ ...parsed.data, source: 'registry' })
+  }
+  return out.sort((a, b) => a.id.localeCompare(b.id))
+}
+
+function fromStatic(n: StaticNode): RoutableNode {
+  return {
+    id: n.id,
+    url: n.url,
+    region: n.region,
+    lat: n.lat,
+    lon: n.lon,
+    ...(n.models ? { models: n.models } : {}),
+    maxBatch: 0,
+    running: 0,
+    waiting: 0,
+    kvUsedFrac: 0,
+    tokPerSec: 0,
+    draining: false,
+    source: 'static',
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * Node choice (DESIGN.md §5), pure: among fresh, non-draining, not-marked-down nodes that serve
+ * the model, lowest estimated `RTT + queue wait` first; near-ties go to the nearer node.
+ *
+ * RTT: about 1 ms per 100 km of great-circle distance (round trip at ~2/3 c, plus routing
+ * detours) plus a constant for the last mile and TLS. Queue wait: the requests already waiting
+ * times a typical request's tokens, at the node's measured aggregate tokens/s.
+ */
+
+export interface GeoPoint {
+  lat: number
+  lon: number
+}
+
+/** A node as the registry sees it (heartbeat row or GPU_NODES entry). */
+export interface RoutableNode extends GeoPoint {
+  id: string
+  url: string
+  region: string
+  /** undefined: any model (a GPU_NODES entry without `models`). */
+  models?: string[]
+  maxBatch: number
+  running: number
+  waiting: number
+  kvUsedFrac: number
+  tokPerSec: number
+  draining: boolean
+  /** Heartbeat epoch ms; undefined for a static entry, which never goes stale. */
+  ts?: number
+  /** Marked down in this isolate until this epoch ms (after a failed attempt). */
+  downUntilMs?: number
+  source: 'registry' | 'static'
+}
+
+export interface RankedNode extends RoutableNode {
+  distanceKm: number
+  rttMs: number
+  queueWaitMs: number
+  costMs: number
+}
+
+/** A heartbeat older than this is stale. */
+export const FRESH_MS = 5000
+export const BASE_RTT_MS = 5
+export const RTT_MS_PER_KM = 1 / 100
+/** Costs this close count as a tie: the nearer node wins (less jitter, no cross-ocean hops for ~nothing). */
+export const NEAR_TIE_MS = 5
+/** Tokens a waiting request is assumed to need, for the queue estimate. */
+export const TOKENS_PER_WAITING_REQUEST = 128
+/** Queue wait per waiting request when the node reports no throughput yet. */
+export const WAIT_MS_PER_REQUEST_WITHOUT_RATE = 100
+const EARTH_RADIUS_KM = 6371
+
+/** Whether a node may take a new request now (any model). */
+export function isUsable(node: RoutableNode, nowMs: number): boolean {
+  if (node.draining) return false
+  if (node.downUntilMs !== undefined && node.downUntilMs > nowMs) return false
+  return node.ts === undefined || nowMs - node.ts < FRESH_MS
+}
+
+export function servesModel(node: RoutableNode, model: string): boolean {
+  return node.models === undefined || node.models.includes(model)
+}
+
+/** Usable nodes serving `model`, best first. */
+export function pickNodes(nodes: readonly RoutableNode[], model: string, client: GeoPoint, nowMs: number): RankedNode[] {
+  const pool = nodes.filter((n) => isUsable(n, nowMs) && servesModel(n, model)).map((n) => estimate(n, client))
+  const ranked: RankedNode[] = []
+  while (pool.length > 0) {
+    const best = Math.min(...pool.map((n) => n.costMs))
+    let pick = -1
+    for (let i = 0; i < pool.length; i++) {
+      const n = pool[i]!
+      if (n.costMs - best > NEAR_TIE_MS) continue
+      if (pick < 0 || n.distanceKm < pool[pick]!.distanceKm || (n.distanceKm === pool[pick]!.distanceKm && n.costMs < pool[pick]!.costMs)) pick = i
+    }
+    ranked.push(pool.splice(pick, 1)[0]!)
+  }
+  return ranked
+}
+
+function estimate(node: RoutableNode, client: GeoPoint): RankedNode {
+  const distanceKm = greatCircleKm(client, node)
+  const rttMs = BASE_RTT_MS + distanceKm * RTT_MS_PER_KM
+  const queueWaitMs = estimateQueueWaitMs(node)
+  return { ...node, distanceKm, rttMs, queueWaitMs, costMs: rttMs + queueWaitMs }
+}
+
+export function estimateQueueWaitMs(node: Pick<RoutableNode, 'waiting' | 'tokPerSec'>): number {
+  if (node.waiting <= 0) return 0
+  if (node.tokPerSec <= 0) return node.waiting * WAIT_MS_PER_REQUEST_WITHOUT_RATE
+  return ((node.waiting * TOKENS_PER_WAITING_REQUEST) / node.tokPerSec) * 1000
+}
+
+/** Haversine distance in km. */
+export function greatCircleKm(a: GeoPoint, b: GeoPoint): number {
+  const rad = Math.PI / 180
+  const dLat = (b.lat - a.lat) * rad
+  const dLon = (b.lon - a.lon) * rad
+  const h = Math.sin(dLat / 2) ** 2 + Math.cos(a.lat * rad) * Math.cos(b.lat * rad) * Math.sin(dLon / 2) ** 2
+  return 2 * EARTH_RADIUS_KM * Math.asin(Math.min(1, Math.sqrt(h)))
+}

@@ -1,0 +1,163 @@
+/**
+ * The same app under the Node entry (@hono/node-server), with undici's HTTP/2 upstream against
+ * h2c stand-in nodes: many concurrent streams share ONE connection per node, a client that
+ * leaves closes its node stream, and TLS serves h2 and HTTP/1.1 by ALPN.
+ */
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import http2 from 'node:http2'
+import https from 'node:https'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { TLSSocket } from 'node:tls'
+import { Redis } from '@upstash/redis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startLocalUpstash, type LocalUpstash } from '../../../infra/local/local-upstash.ts'
+import { apiKeyRedisKey, generateApiKey, hashApiKey, toApiKeyFields } from '../../../shared/src/api-key.ts'
+import { parseEdgeConfig, type EdgeConfig } from '../../src/config.ts'
+import { startNodeEdge, type NodeEdge } from '../../src/node-server.ts'
+import { startFleet, type Fleet } from '../support/stand-in-fleet.ts'
+import type { Mode } from '../support/stand-in-node.ts'
+
+const SECRET = 'zl-test-edge-secret-0123456789'
+const US_EAST = '39.0,-77.5'
+
+let upstash: LocalUpstash
+let fleet: Fleet
+let edge: NodeEdge
+let config: EdgeConfig
+let key: string
+
+beforeAll(async () => {
+  ;[upstash, fleet] = await Promise.all([startLocalUpstash(), startFleet({ secret: SECRET, protocol: 'h2c' })])
+  config = parseEdgeConfig({
+    UPSTASH_REDIS_REST_URL: upstash.restUrl,
+    UPSTASH_REDIS_REST_TOKEN: upstash.restToken,
+    EDGE_SHARED_SECRET: SECRET,
+    GPU_NODES: JSON.stringify(fleet.gpuNodes),
+    DEV_MODE: '1',
+    DEFAULT_RPM: '100000',
+    DEFAULT_TPM: '100000000',
+  })
+  edge = await startNodeEdge(config, { host: '127.0.0.1', port: 0 })
+  key = generateApiKey()
+  const redis = new Redis({ url: upstash.restUrl, token: upstash.restToken, enableTelemetry: false })
+  await redis.hset(apiKeyRedisKey(await hashApiKey(key)), toApiKeyFields({ id: 'node-test', tenant: 'test', name: '', rpm: 0, tpm: 0, models: ['*'], created: 0, disabled: false }))
+})
+
+afterAll(async () => {
+  await edge?.close()
+  await fleet?.close()
+  await upstash?.stop()
+})
+
+async function control(path: string, init?: RequestInit): Promise<Response> {
+  return fetch(`${fleet.controlUrl}${path}`, init)
+}
+
+async function script(requestId: string, modes: Record<string, Mode>): Promise<void> {
+  await (await control('/script', { method: 'POST', body: JSON.stringify({ requestId, modes }) })).arrayBuffer()
+}
+
+async function waitFor(requestId: string, until: 'received' | 'clientClosed'): Promise<{ completed: boolean }> {
+  const res = await control(`/wait?${new URLSearchParams({ requestId, until })}`)
+  expect(res.status, `${until} for ${requestId}`).toBe(200)
+  return (await res.json()) as { completed: boolean }
+}
+
+function chat(requestId: string, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${edge.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-request-id': requestId, 'x-zl-client-geo': US_EAST },
+    body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, stream: true }),
+    ...(signal ? { signal } : {}),
+  })
+}
+
+describe('Node entry over an HTTP/2 upstream', () => {
+  it('streams a response through the h2c upstream', async () => {
+    const res = await chat(`one-${crypto.randomUUID()}`)
+    expect(res.status).toBe(200)
+    expect(res.headers.get('x-zl-region')).toBe('us-east')
+    expect(await res.text()).toContain('data: [DONE]')
+  })
+
+  it('multiplexes many concurrent streams over one connection per node, and closes each node stream when its client leaves', async () => {
+    const before = fleet.nodes[0]!.sessions()
+    const ids = Array.from({ length: 24 }, (_, i) => `h2-${i}-${crypto.randomUUID()}`)
+    await Promise.all(ids.map((id) => script(id, { 'us-east': 'slow' })))
+    const clients = ids.map(() => new AbortController())
+    const responses = await Promise.all(ids.map((id, i) => chat(id, clients[i]!.signal)))
+    expect(responses.map((r) => r.status)).toEqual(ids.map(() => 200))
+    // All 24 streams are open at the node at the same time…
+    await Promise.all(ids.map((id) => waitFor(id, 'received')))
+    // …over the one session the first test opened (or one new one if none existed yet).
+    expect(fleet.nodes[0]!.sessions()).toBe(Math.max(before, 1))
+    for (const c of clients) c.abort()
+    const closed = await Promise.all(ids.map((id) => waitFor(id, 'clientClosed')))
+    expect(closed.every((r) => !r.completed)).toBe(true)
+    expect(edge.upstream.origins()).toEqual([new URL(fleet.nodes[0]!.url).origin])
+  })
+})
+
+const hasOpenssl = (() => {
+  try {
+    execFileSync('openssl', ['version'], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+})()
+
+describe.skipIf(!hasOpenssl)('Node entry with TLS_CERT/TLS_KEY', () => {
+  let dir: string
+  let cert: string
+  let tlsEdge: NodeEdge
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'zl-edge-tls-'))
+    execFileSync('openssl', [
+      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+      '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
+    ], { stdio: 'ignore' })
+    cert = readFileSync(join(dir, 'cert.pem'), 'utf8')
+    tlsEdge = await startNodeEdge(config, { host: '127.0.0.1', port: 0, tls: { certFile: join(dir, 'cert.pem'), keyFile: join(dir, 'key.pem') } })
+  })
+  afterAll(async () => {
+    await tlsEdge?.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  it('serves a stream over h2 (ALPN) without connection-level headers', async () => {
+    const session = http2.connect(tlsEdge.url, { ca: cert })
+    try {
+      await new Promise<void>((resolve, reject) => session.once('connect', () => resolve()).once('error', reject))
+      expect(session.alpnProtocol).toBe('h2')
+      const req = session.request({
+        ':method': 'POST', ':path': '/v1/messages', 'x-api-key': key, 'content-type': 'application/json', 'x-zl-client-geo': US_EAST,
+      })
+      req.end(JSON.stringify({ model: 'tiny', max_tokens: 4, stream: true, messages: [{ role: 'user', content: 'hi' }] }))
+      const headers = await new Promise<http2.IncomingHttpHeaders>((resolve) => req.once('response', resolve))
+      let body = ''
+      req.setEncoding('utf8')
+      for await (const chunk of req) body += chunk
+      expect(headers[':status']).toBe(200)
+      expect(headers['transfer-encoding']).toBeUndefined()
+      expect(body).toContain('event: message_stop')
+    } finally {
+      session.close()
+    }
+  })
+
+  it('serves HTTP/1.1 clients on the same port', async () => {
+    const got = await new Promise<{ status: number; alpn: string | false | null }>((resolve, reject) => {
+      const req = https.get(`${tlsEdge.url}/healthz`, { ca: cert, agent: new https.Agent({ ALPNProtocols: ['http/1.1'] }) }, (res) => {
+        const alpn = (res.socket as TLSSocket).alpnProtocol
+        res.resume()
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, alpn }))
+      })
+      req.on('error', reject)
+    })
+    expect(got).toEqual({ status: 200, alpn: 'http/1.1' })
+  })
+})
