@@ -15,8 +15,8 @@ export function parseJsonBody(body: string | Uint8Array): unknown {
   try {
     return JSON.parse(text)
   } catch (e) {
-    // SyntaxError messages name a position in the client's own input only: safe and useful to show.
-    const detail = e instanceof SyntaxError ? `: ${e.message}` : ''
-    throw new ApiError('invalid_json', `The request body is not valid JSON${detail}`, { cause: e })
+    // A fixed message: engines' SyntaxError text quotes the input around the error, which would
+    // echo part of the prompt back into an error body (and into logs that record it).
+    throw new ApiError('invalid_json', 'The request body is not valid JSON.', { cause: e })
   }
 }

@@ -102,7 +102,8 @@ export class Engine implements EngineHandle {
     if (rate === 0) return 100 * (queue.length + 1)
     let backlogTokens = 0
     for (const seq of queue) backlogTokens += Math.min(seq.req.maxTokens, 512)
-    return Math.round(Math.min(60_000, Math.max(100, (backlogTokens / rate) * 1000)))
+    // Capped at 30 s: both SDKs ignore a retry-after-ms of 60 s or more and fall back to their own backoff.
+    return Math.round(Math.min(30_000, Math.max(100, (backlogTokens / rate) * 1000)))
   }
 
   drain(): Promise<void> {

@@ -93,9 +93,14 @@ export class Scheduler {
       // A sequence cancelled while this step ran is already released; its token is dropped.
       if (seq && seq.state === 'running' && seq.append(tokens[i])) this.retire(seq)
     }
+    const joined = new Set(result.joined.seqIds)
     for (const part of plan.prefill) {
       const seq = this.bySeqId.get(part.seqId)
-      if (seq && seq.state === 'prefilling') seq.prefilled += part.tokens.length
+      if (!seq || seq.state !== 'prefilling') continue
+      seq.prefilled += part.tokens.length
+      // A runner that completed a prompt without sampling its first token would leave the
+      // sequence prefilling forever (empty chunks each tick): end it as an internal error.
+      if (part.last && !joined.has(seq.seqId)) this.cancel(seq, 'error', 'internal')
     }
     for (let i = 0; i < result.joined.seqIds.length; i++) {
       const seq = this.bySeqId.get(result.joined.seqIds[i])

@@ -11,11 +11,21 @@ export class ThroughputMeter {
     if (this.buckets.size > this.windowMs / 50) this.prune(nowMs)
   }
 
+  /**
+   * Tokens per second over the span actually observed (at most the window): right after a node
+   * becomes busy, dividing by the whole window would understate the rate several times over.
+   */
   rate(nowMs: number): number {
     this.prune(nowMs)
     let total = 0
-    for (const n of this.buckets.values()) total += n
-    return (total * 1000) / this.windowMs
+    let oldest = Infinity
+    for (const [b, n] of this.buckets) {
+      total += n
+      oldest = Math.min(oldest, b)
+    }
+    if (total === 0) return 0
+    const spanMs = Math.min(this.windowMs, Math.max(100, nowMs - oldest * 100))
+    return (total * 1000) / spanMs
   }
 
   private prune(nowMs: number): void {

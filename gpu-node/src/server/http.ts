@@ -66,18 +66,29 @@ function createPlainServer(handler: RequestHandler): NodeServer {
   const sockets = new Set<net.Socket>()
   const idleness = new Http1Idleness()
   h1.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => idleness.track(req.socket as net.Socket, res))
+  /** Connections that have not sent a byte yet (clients open spares, e.g. fetch after an abort): idle by definition. */
+  const unsniffed = new Set<net.Socket>()
   const listener = net.createServer({ noDelay: true }, (socket) => {
     sockets.add(socket)
-    socket.once('close', () => sockets.delete(socket))
+    unsniffed.add(socket)
+    socket.once('close', () => {
+      sockets.delete(socket)
+      unsniffed.delete(socket)
+    })
     sniff(socket, (isH2) => {
+      unsniffed.delete(socket)
       if (!isH2) idleness.add(socket)
       ;(isH2 ? h2 : h1).emit('connection', socket)
     })
   })
+  const closeIdle = () => {
+    idleness.closeIdle()
+    for (const socket of unsniffed) socket.destroy()
+  }
   return {
     protocol: 'http',
     listen: (port, host) => listen(listener, port, host),
-    close: (forceAfterMs) => closeAll(listener, sessions, sockets, forceAfterMs, () => idleness.closeIdle()),
+    close: (forceAfterMs) => closeAll(listener, sessions, sockets, forceAfterMs, closeIdle),
   }
 }
 
