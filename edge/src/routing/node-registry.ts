@@ -8,12 +8,12 @@
  * Cross-request rule (Workers): only plain data is shared between requests; a refresh promise
  * is awaited by nobody but the request that started it (through waitUntil).
  */
-import { z } from 'zod'
+import { NodeRow, NODES_KEY } from '../../../shared/src/node-row.ts'
 import type { StaticNode } from '../config.ts'
 import { TIMED_OUT, within } from '../within.ts'
 import { FRESH_MS, type RoutableNode } from './pick-node.ts'
 
-export const NODES_KEY = 'zl:nodes'
+export { NODES_KEY }
 export const TABLE_CACHE_MS = 1000
 export const MARK_DOWN_MS = 10_000
 /** Longest a read of the table may take (the first request of an isolate waits for it). */
@@ -39,24 +39,6 @@ export interface NodeRegistry {
 export interface RegistryRedis {
   hgetall(key: string): Promise<Record<string, unknown> | null>
 }
-
-const num = z.coerce.number().catch(0)
-/** A heartbeat row; lenient on load figures (a malformed figure reads as 0), strict on identity. */
-const NodeRowSchema = z.object({
-  id: z.string().min(1),
-  url: z.url(),
-  region: z.string().min(1),
-  lat: z.coerce.number().min(-90).max(90),
-  lon: z.coerce.number().min(-180).max(180),
-  models: z.array(z.string()),
-  maxBatch: num,
-  running: num,
-  waiting: num,
-  kvUsedFrac: num,
-  tokPerSec: num,
-  draining: z.boolean().catch(false),
-  ts: z.coerce.number(),
-})
 
 export interface NodeRegistryOptions {
   redis: RegistryRedis
@@ -135,7 +117,7 @@ export function parseRows(hash: Record<string, unknown> | null): RoutableNode[] 
         continue
       }
     }
-    const parsed = NodeRowSchema.safeParse(row)
+    const parsed = NodeRow.safeParse(row)
     if (parsed.success) out.push({ ...parsed.data, source: 'registry' })
   }
   return out.sort((a, b) => a.id.localeCompare(b.id))

@@ -6,6 +6,7 @@
  * detours) plus a constant for the last mile and TLS. Queue wait: the requests already waiting
  * times a typical request's tokens, at the node's measured aggregate tokens/s.
  */
+import { NODE_FRESH_MS } from '../../../shared/src/node-row.ts'
 
 export interface GeoPoint {
   lat: number
@@ -40,7 +41,7 @@ export interface RankedNode extends RoutableNode {
 }
 
 /** A heartbeat older than this is stale. */
-export const FRESH_MS = 5000
+export const FRESH_MS = NODE_FRESH_MS
 export const BASE_RTT_MS = 5
 export const RTT_MS_PER_KM = 1 / 100
 /** Costs this close count as a tie: the nearer node wins (less jitter, no cross-ocean hops for ~nothing). */

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import type { LogFields, Logger } from '../server/json-log.ts'
-import { NODES_KEY, startHeartbeat, type NodeRow, type RegistryClient } from './heartbeat.ts'
+import type { NodeRow } from '../../../shared/src/node-row.ts'
+import { NODES_KEY, startHeartbeat, type RegistryClient } from './heartbeat.ts'
 
 /** An in-memory stand-in for @upstash/redis: records commands, can be told to fail. */
 class FakeRedis implements RegistryClient {

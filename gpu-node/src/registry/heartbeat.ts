@@ -5,33 +5,17 @@
  * URL or token) and the next beat simply tries again.
  */
 import { Redis } from '@upstash/redis'
+import { NODES_KEY, type NodeRow } from '../../../shared/src/node-row.ts'
 import type { EngineStats } from '../engine/types.ts'
+
+export { NODES_KEY }
 import type { Logger } from '../server/json-log.ts'
 
-export const NODES_KEY = 'zl:nodes'
 const BEAT_INTERVAL_MS = 1000
 /** One Redis call may not outlive the beat after it. */
 const REDIS_TIMEOUT_MS = 2000
 /** At most one "heartbeat failing" log line per this many ms. */
 const FAILURE_LOG_INTERVAL_MS = 30_000
-
-/** The row the edge reads; field names are part of the wire contract. */
-export interface NodeRow {
-  id: string
-  url: string
-  region: string
-  lat: number
-  lon: number
-  models: string[]
-  maxBatch: number
-  running: number
-  waiting: number
-  kvUsedFrac: number
-  tokPerSec: number
-  draining: boolean
-  /** Epoch ms of this beat. */
-  ts: number
-}
 
 /** The two commands the heartbeat needs; @upstash/redis satisfies it, tests pass a fake. */
 export interface RegistryClient {
