@@ -33,6 +33,7 @@ export default defineConfig({
             miniflare: {
               bindings: {
                 UPSTASH_REDIS_REST_URL: inject('upstashUrl'),
+                REQUEST_LOG: '0',
                 UPSTASH_REDIS_REST_TOKEN: inject('upstashToken'),
                 EDGE_SHARED_SECRET: 'zl-test-edge-secret-0123456789',
                 ADMIN_TOKEN: 'zl-test-admin-token-0123456789',

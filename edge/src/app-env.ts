@@ -7,7 +7,10 @@ import type { Dialect, GenerateRequest } from '../../shared/src/generation.ts'
 import type { TraceContext } from '../../shared/src/trace-context.ts'
 import type { EdgeConfig } from './config.ts'
 import type { KeyStore, Principal } from './keys/key-store.ts'
+import type { Forwarded, LogLine } from './latency/observe-request.ts'
 import type { LatencyRecorder } from './latency/latency-recorder.ts'
+import type { LatencyReader } from './latency/redis-latency-store.ts'
+import type { DashboardAssets } from './dashboard/dashboard-assets.ts'
 import type { LimitDecision, RateLimiter } from './limits/rate-limiter.ts'
 import type { UpstreamFetch } from './proxy/forward.ts'
 import type { NodeRegistry } from './routing/node-registry.ts'
@@ -19,7 +22,14 @@ export interface EdgeDeps {
   registry: NodeRegistry
   /** fetch on Workers; undici with one HTTP/2 connection per node on the Node entry. */
   upstream: UpstreamFetch
+  /** Gets one sample per generate request after its response ended (Redis, Analytics Engine). */
   latency?: LatencyRecorder
+  /** Reads the latency histograms for /v1/stats/latency (404 without one). */
+  latencyReader?: LatencyReader
+  /** The /dashboard page and its assets (404 without them); each entry bundles its own. */
+  dashboardAssets?: DashboardAssets
+  /** The per-request JSON log line (default: console.log). */
+  log?: LogLine
   /** Keeps background work alive after the response (Workers' ctx.waitUntil is used when present). */
   waitUntil?: (work: Promise<unknown>) => void
   /** Epoch ms; tests may pin it. */
@@ -58,5 +68,7 @@ export interface AppEnv {
     rateLimit: RateLimitState
     /** validate.ts */
     generate: GenerateInput
+    /** routes/generate.ts, once a node answered: what latency/observe-request.ts records. */
+    forwarded: Forwarded
   }
 }

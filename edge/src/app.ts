@@ -1,12 +1,16 @@
 /**
  * The edge app (DESIGN.md §3), one factory for both entries. The request path of a generate
  * call reads top to bottom: id + trace → auth → requests/min → body + validation → tokens/min
- * → forward to the nearest healthy node.
+ * → forward to the nearest healthy node; after its response ends, one log line and one latency
+ * sample (observe-request.ts).
  */
 import { Hono } from 'hono'
 import { getDialect } from '../../shared/src/dialects/index.ts'
 import type { AppEnv, EdgeDeps } from './app-env.ts'
+import { dashboardFile, dashboardPage } from './dashboard/dashboard-route.ts'
+import { latencyStats } from './dashboard/stats-route.ts'
 import { KeyCache } from './keys/key-cache.ts'
+import { consoleLog, observeRequests } from './latency/observe-request.ts'
 import { authenticate } from './middleware/auth.ts'
 import { backgroundWork } from './middleware/background.ts'
 import { notFound, onError } from './middleware/errors.ts'
@@ -15,6 +19,7 @@ import { requestId } from './middleware/request-id.ts'
 import { validateGenerate } from './middleware/validate.ts'
 import { generate } from './routes/generate.ts'
 import { healthz, listModels, listRegions } from './routes/info.ts'
+import { edgeColo } from './routing/client-location.ts'
 
 export type { EdgeDeps } from './app-env.ts'
 
@@ -24,18 +29,29 @@ export function createApp(deps: EdgeDeps): Hono<AppEnv> {
   const now = deps.now ?? Date.now
   const { config, limiter, registry } = deps
   const keys = new KeyCache(deps.keys, now)
+  const codecs = GENERATE_DIALECTS.map(getDialect)
   const app = new Hono<AppEnv>()
 
   app.onError(onError())
   app.notFound(notFound)
   app.use(requestId(now))
   app.use(backgroundWork(deps.waitUntil))
+  app.use(observeRequests({
+    recorder: deps.latency,
+    recordedPaths: new Set(codecs.map((codec) => codec.path)),
+    edgeOf: (req) => edgeColo(req) ?? config.edgeRegion,
+    log: deps.log ?? (config.requestLog ? consoleLog : undefined),
+    now,
+  }))
 
   app.get('/healthz', healthz(deps))
   app.get('/v1/models', authenticate(config, keys, { allowAdmin: true }), listModels(deps, now))
   app.get('/v1/regions', authenticate(config, keys, { allowAdmin: true }), listRegions(deps, now))
+  app.get('/v1/stats/latency', authenticate(config, keys, { allowAdmin: true }), latencyStats(deps, now))
+  app.get('/dashboard', dashboardPage(deps.dashboardAssets))
+  app.get('/dashboard/:file', dashboardFile(deps.dashboardAssets))
 
-  for (const codec of GENERATE_DIALECTS.map(getDialect)) {
+  for (const codec of codecs) {
     app.post(
       codec.path,
       authenticate(config, keys),

@@ -11,6 +11,12 @@ const flag = z
   .optional()
   .transform((v) => v === true || v === '1' || v === 'true')
 
+/** A flag that is on unless set to "0"/"false". */
+const flagOn = z
+  .union([z.boolean(), z.enum(['1', 'true', '0', 'false', ''])])
+  .optional()
+  .transform((v) => v === undefined || v === '' || v === true || v === '1' || v === 'true')
+
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max)
 const lat = z.coerce.number().min(-90).max(90)
 const lon = z.coerce.number().min(-180).max(180)
@@ -56,6 +62,8 @@ const EnvSchema = z.object({
   /** How long a node may take to answer a non-streaming request; also sets x-zl-deadline-ms. */
   REQUEST_TIMEOUT_MS: int(1).default(300_000),
   DEV_MODE: flag,
+  /** One JSON log line per request (default on); tests turn it off to keep their output readable. */
+  REQUEST_LOG: flagOn,
 })
 
 export interface EdgeConfig {
@@ -83,6 +91,8 @@ export interface EdgeConfig {
   requestTimeoutMs: number
   /** Local development only: honours `x-zl-client-geo`. Never set in production configs. */
   devMode: boolean
+  /** Write the per-request JSON log line (latency/observe-request.ts). */
+  requestLog: boolean
 }
 
 /** Parses Workers bindings or process.env; throws one Error naming every bad variable. */
@@ -106,6 +116,7 @@ export function parseEdgeConfig(env: Record<string, unknown>): EdgeConfig {
     upstreamConnectTimeoutMs: e.UPSTREAM_CONNECT_TIMEOUT_MS,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     devMode: e.DEV_MODE,
+    requestLog: e.REQUEST_LOG,
   }
 }
 

@@ -12,7 +12,9 @@ import { serve, type ServerType } from '@hono/node-server'
 import { Redis } from '@upstash/redis'
 import { createApp, type EdgeDeps } from './app.ts'
 import type { EdgeConfig, NodeServerConfig } from './config.ts'
+import { readDashboardAssets } from './dashboard/file-assets.ts'
 import { createRedisKeyStore } from './keys/key-store.ts'
+import { createRedisLatencyReader, createRedisLatencyRecorder, LATENCY_READ_TIMEOUT_MS, LATENCY_WRITE_TIMEOUT_MS } from './latency/redis-latency-store.ts'
 import { withFailurePolicy } from './limits/rate-limiter.ts'
 import { createUpstashLimitStore } from './limits/upstash-limit-store.ts'
 import { createUndiciUpstream, type UndiciUpstream, type UndiciUpstreamOptions } from './proxy/undici-upstream.ts'
@@ -36,7 +38,13 @@ export interface NodeEdgeOptions {
 
 export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig, opts: NodeEdgeOptions = {}): Promise<NodeEdge> {
   const upstream = createUndiciUpstream({ connectTimeoutMs: config.upstreamConnectTimeoutMs, ...(opts.upstreamTls ? { tls: opts.upstreamTls } : {}) })
-  const app = createApp({ ...createNodeDeps(config, upstream), ...opts.overrides })
+  // Node's waitUntil: background work (latency records, refunds) is tracked so close() can finish it.
+  const pending = new Set<Promise<unknown>>()
+  const waitUntil = (work: Promise<unknown>) => {
+    pending.add(work)
+    void work.finally(() => pending.delete(work))
+  }
+  const app = createApp({ ...createNodeDeps(config, upstream), waitUntil, ...opts.overrides })
   const fetch = async (req: Request) => withoutConnectionHeaders(await app.fetch(req))
   const tls = server.tls ? { key: readFileSync(server.tls.keyFile), cert: readFileSync(server.tls.certFile) } : undefined
 
@@ -55,6 +63,7 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
         httpServer.close(() => resolve())
         ;(httpServer as { closeAllConnections?: () => void }).closeAllConnections?.()
       })
+      await Promise.allSettled([...pending])
       await upstream.close()
     },
   }
@@ -70,6 +79,9 @@ export function createNodeDeps(config: EdgeConfig, upstream: UndiciUpstream): Ed
     }),
     registry: createNodeRegistry({ redis: redisClient(config, REGISTRY_TIMEOUT_MS), fallback: config.gpuNodes }),
     upstream: upstream.fetch,
+    latency: createRedisLatencyRecorder(redisClient(config, LATENCY_WRITE_TIMEOUT_MS)),
+    latencyReader: createRedisLatencyReader(redisClient(config, LATENCY_READ_TIMEOUT_MS)),
+    dashboardAssets: readDashboardAssets(),
   }
 }
 

@@ -8,7 +8,11 @@ import { Redis } from '@upstash/redis/cloudflare'
 import type { ExecutionContext, ExportedHandler, Response as WorkersResponse } from '@cloudflare/workers-types/index.ts'
 import { createApp, type EdgeDeps } from './app.ts'
 import { parseEdgeConfig, type EdgeConfig } from './config.ts'
+import { BUNDLED_DASHBOARD_ASSETS } from './dashboard/bundled-assets.ts'
 import { createRedisKeyStore } from './keys/key-store.ts'
+import { createAnalyticsEngineRecorder, type AnalyticsEngineDataset } from './latency/analytics-engine-recorder.ts'
+import { combineRecorders } from './latency/latency-recorder.ts'
+import { createRedisLatencyReader, createRedisLatencyRecorder, LATENCY_READ_TIMEOUT_MS, LATENCY_WRITE_TIMEOUT_MS } from './latency/redis-latency-store.ts'
 import { withFailurePolicy } from './limits/rate-limiter.ts'
 import { createUpstashLimitStore } from './limits/upstash-limit-store.ts'
 import { createNodeRegistry, REGISTRY_TIMEOUT_MS } from './routing/node-registry.ts'
@@ -32,6 +36,10 @@ export interface Env {
   UPSTREAM_CONNECT_TIMEOUT_MS?: string
   REQUEST_TIMEOUT_MS?: string
   DEV_MODE?: string
+  /** "0" turns the per-request JSON log line off (default on). */
+  REQUEST_LOG?: string
+  /** Workers Analytics Engine dataset for latency samples ([[analytics_engine_datasets]]), optional. */
+  LATENCY?: AnalyticsEngineDataset
 }
 
 /** Longest a key lookup may take before the request is answered 503 (a cached key needs none). */
@@ -49,6 +57,12 @@ export function createWorkerDeps(env: Env, overrides: Partial<EdgeDeps> = {}): E
     }),
     registry: createNodeRegistry({ redis: redisClient(config, REGISTRY_TIMEOUT_MS), fallback: config.gpuNodes }),
     upstream: (url, init) => fetch(url, init),
+    latency: combineRecorders(
+      createRedisLatencyRecorder(redisClient(config, LATENCY_WRITE_TIMEOUT_MS)),
+      env.LATENCY ? createAnalyticsEngineRecorder(env.LATENCY) : undefined,
+    ),
+    latencyReader: createRedisLatencyReader(redisClient(config, LATENCY_READ_TIMEOUT_MS)),
+    dashboardAssets: BUNDLED_DASHBOARD_ASSETS,
     ...overrides,
   }
 }

@@ -29,6 +29,8 @@ const encoder = new TextEncoder()
 export function passThrough(body: ReadableStream<Uint8Array>, opts: PassThroughOptions): { readable: ReadableStream<Uint8Array>; finished: Promise<BodyOutcome> } {
   let atFrameBoundary = true
   let firstByteAtMs: number | undefined
+  /** The upstream body ended normally: only then does the transform flush. */
+  let flushed = false
   const pipe = new TransformStream<Uint8Array, Uint8Array>({
     transform(chunk, controller) {
       if (chunk.byteLength > 0) {
@@ -37,10 +39,15 @@ export function passThrough(body: ReadableStream<Uint8Array>, opts: PassThroughO
       }
       controller.enqueue(chunk)
     },
+    flush() {
+      flushed = true
+    },
   })
   // preventAbort: when the upstream errors, the client side stays writable for the error event.
+  // A client that cancels makes the pipe reject in Node, but workerd RESOLVES it (the source is
+  // cancelled, nothing flushed): a resolved pipe without a flush is a client that left.
   const finished = body.pipeTo(pipe.writable, { preventAbort: true }).then(
-    (): BodyOutcome => ({ kind: 'complete', ...(firstByteAtMs !== undefined ? { firstByteAtMs } : {}) }),
+    (): BodyOutcome => ({ kind: flushed ? 'complete' : 'client_gone', ...(firstByteAtMs !== undefined ? { firstByteAtMs } : {}) }),
     async (): Promise<BodyOutcome> => {
       const kind = await endAfterUpstreamFailure(pipe.writable, opts, atFrameBoundary)
       return { kind, ...(firstByteAtMs !== undefined ? { firstByteAtMs } : {}) }

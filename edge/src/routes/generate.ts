@@ -8,13 +8,11 @@ import type { Context } from 'hono'
 import { ApiError } from '../../../shared/src/api-error.ts'
 import { formatTraceparent } from '../../../shared/src/trace-context.ts'
 import type { AppEnv, EdgeDeps } from '../app-env.ts'
+import { CLIENT_CLOSED_STATUS } from '../latency/outcome.ts'
 import { refundCharge } from '../middleware/rate-limit.ts'
 import { forward, ClientGone, type ForwardResult } from '../proxy/forward.ts'
 import { clientLocation, edgeColo } from '../routing/client-location.ts'
 import { pickNodes } from '../routing/pick-node.ts'
-
-/** nginx's "client closed request": logged and recorded, never seen by anyone. */
-const CLIENT_CLOSED_STATUS = 499
 
 export function generate(deps: EdgeDeps, now: () => number) {
   return async (c: Context<AppEnv>): Promise<Response> => {
@@ -55,22 +53,8 @@ export function generate(deps: EdgeDeps, now: () => number) {
     }
     if (result.response.status >= 400) await refundCharge(c, deps.limiter)
 
-    const latency = deps.latency
-    if (latency) {
-      const startedAtMs = c.get('startedAtMs')
-      c.get('waitUntil')(result.finished.then((outcome) => latency.record({
-        requestId: c.get('requestId'),
-        edge,
-        nodeRegion: result.node.region,
-        model: gen.model,
-        tenant: principal.tenant,
-        status: result.response.status,
-        ...(outcome.firstByteAtMs !== undefined ? { ttfbMs: outcome.firstByteAtMs - startedAtMs } : {}),
-        totalMs: now() - startedAtMs,
-        failovers: result.failedAttempts,
-        outcome: outcome.kind,
-      })))
-    }
+    // latency/observe-request.ts records and logs the request once this body ends.
+    c.set('forwarded', { nodeRegion: result.node.region, failovers: result.failedAttempts, finished: result.finished })
     return result.response
   }
 }

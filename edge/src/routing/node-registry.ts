@@ -15,6 +15,8 @@ import { FRESH_MS, type RoutableNode } from './pick-node.ts'
 
 export { NODES_KEY }
 export const TABLE_CACHE_MS = 1000
+/** A cached table older than this is not served: its rows would be near the 5 s freshness limit. */
+export const MAX_TABLE_AGE_MS = 3000
 export const MARK_DOWN_MS = 10_000
 /** Longest a read of the table may take (the first request of an isolate waits for it). */
 export const REGISTRY_TIMEOUT_MS = 1000
@@ -54,7 +56,6 @@ export function createNodeRegistry(opts: NodeRegistryOptions): NodeRegistry {
   const fallback = opts.fallback.map(fromStatic)
   const down = new Map<string, number>()
   let cached: NodeTable | undefined
-  let refreshing = false
 
   const load = async (): Promise<NodeTable> => {
     const result = await within(opts.timeoutMs ?? REGISTRY_TIMEOUT_MS, () => opts.redis.hgetall(opts.nodesKey ?? NODES_KEY))
@@ -79,21 +80,20 @@ export function createNodeRegistry(opts: NodeRegistryOptions): NodeRegistry {
     return { ...table, nodes }
   }
 
+  /** One load at a time per isolate; concurrent callers share it. */
+  let inflight: Promise<NodeTable> | undefined
+  const reload = (): Promise<NodeTable> =>
+    (inflight ??= load()
+      .then((table) => (cached = table))
+      .finally(() => (inflight = undefined)))
+
   return {
     async table(waitUntil) {
-      if (!cached) {
-        cached = await load()
-        return annotate(cached)
-      }
-      if (now() - cached.fetchedAtMs >= TABLE_CACHE_MS && !refreshing) {
-        refreshing = true
-        const refresh = load()
-          .then((table) => {
-            cached = table
-          })
-          .finally(() => {
-            refreshing = false
-          })
+      // No table, or one so old that its heartbeats would all read as stale (an isolate that sat
+      // idle): wait for a fresh one rather than route on it.
+      if (!cached || now() - cached.fetchedAtMs >= MAX_TABLE_AGE_MS) return annotate(await reload())
+      if (now() - cached.fetchedAtMs >= TABLE_CACHE_MS && !inflight) {
+        const refresh = reload()
         if (waitUntil) waitUntil(refresh)
       }
       return annotate(cached)

@@ -36,6 +36,7 @@ beforeAll(async () => {
     EDGE_SHARED_SECRET: SECRET,
     GPU_NODES: JSON.stringify(fleet.gpuNodes),
     DEV_MODE: '1',
+    REQUEST_LOG: '0',
     DEFAULT_RPM: '100000',
     DEFAULT_TPM: '100000000',
   })

@@ -1,0 +1,120 @@
+/**
+ * After every response ENDS (DESIGN.md §3 step 7, §8): one structured JSON log line, and for
+ * generate requests one latency sample to the recorder, both in the background (`waitUntil`).
+ *
+ * The end of a node's body is the pass-through pipe settling (proxy/pass-through.ts: the body is
+ * never parsed): complete, upstream broken, or the client gone (its cancel runs back through the
+ * pipe). generate.ts hands that promise over as `forwarded`; a response the edge made itself
+ * (a refusal, an error) ends as soon as it is produced.
+ *
+ * The log line carries ids, route, status, outcome, place, timing and tenant: never a key, a
+ * prompt or a body.
+ */
+import type { Context, MiddlewareHandler } from 'hono'
+import { formatTraceparent } from '../../../shared/src/trace-context.ts'
+import type { AppEnv } from '../app-env.ts'
+import type { BodyOutcome } from '../proxy/pass-through.ts'
+import type { LatencyRecorder, LatencySample } from './latency-recorder.ts'
+import { toOutcome } from './outcome.ts'
+
+/** What generate.ts knows once a node answered (context variable `forwarded`). */
+export interface Forwarded {
+  nodeRegion: string
+  failovers: number
+  /** Settles when the body ends, breaks or the client leaves. */
+  finished: Promise<BodyOutcome>
+}
+
+export type LogLine = (line: Record<string, unknown>) => void
+
+export interface ObserveOptions {
+  recorder?: LatencyRecorder
+  /** Paths whose requests become latency samples (the generate routes); every request is logged. */
+  recordedPaths: ReadonlySet<string>
+  /** This edge's location for a request (Cloudflare colo, else EDGE_REGION). */
+  edgeOf: (req: Request) => string
+  /** The per-request line; undefined: none (REQUEST_LOG=0). A failed record is logged either way. */
+  log: LogLine | undefined
+  now: () => number
+}
+
+export function observeRequests(opts: ObserveOptions): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    await next()
+    const producedAtMs = opts.now()
+    const forwarded: Forwarded | undefined = c.get('forwarded')
+    const ended = forwarded ? forwarded.finished : Promise.resolve<BodyOutcome>({ kind: 'complete', firstByteAtMs: producedAtMs })
+    const facts = requestFacts(c, opts.edgeOf(c.req.raw), forwarded)
+    const record = opts.recorder && opts.recordedPaths.has(facts.path) ? opts.recorder : undefined
+
+    c.get('waitUntil')(
+      ended.then(async (end) => {
+        const endedAtMs = opts.now()
+        // A body-less answer (or one the edge read whole, like an all-overloaded 503) starts when it is made.
+        const firstByteAtMs = end.firstByteAtMs ?? (end.kind === 'complete' ? producedAtMs : undefined)
+        const sample: LatencySample = {
+          ...facts.sample,
+          endedAtMs,
+          outcome: toOutcome(facts.sample.status, end.kind, forwarded !== undefined),
+          ...(firstByteAtMs !== undefined ? { ttfbMs: Math.max(0, firstByteAtMs - facts.startedAtMs) } : {}),
+          totalMs: Math.max(0, endedAtMs - facts.startedAtMs),
+        }
+        opts.log?.(toLogLine(sample, facts))
+        if (!record) return
+        try {
+          await record.record(sample)
+        } catch (e) {
+          const warn = opts.log ?? consoleError
+          warn({ level: 'warn', msg: 'latency record failed', requestId: sample.requestId, error: e instanceof Error ? e.name : typeof e })
+        }
+      }),
+    )
+  }
+}
+
+/** What is known once the response exists (read now: the context is not used after the handler returns). */
+function requestFacts(c: Context<AppEnv>, edge: string, forwarded: Forwarded | undefined) {
+  const principal = c.get('principal') as AppEnv['Variables']['principal'] | undefined
+  const model = (c.get('generate') as AppEnv['Variables']['generate'] | undefined)?.gen.model
+  return {
+    method: c.req.method,
+    path: c.req.path,
+    traceparent: formatTraceparent(c.get('trace')),
+    startedAtMs: c.get('startedAtMs'),
+    sample: {
+      requestId: c.get('requestId'),
+      edge,
+      ...(forwarded ? { nodeRegion: forwarded.nodeRegion } : {}),
+      ...(model !== undefined ? { model } : {}),
+      // The admin token is no tenant: its requests are counted under `all` only.
+      ...(principal && !principal.admin ? { tenant: principal.tenant } : {}),
+      status: c.res.status,
+      failovers: forwarded?.failovers ?? 0,
+    },
+  }
+}
+
+function toLogLine(s: LatencySample, req: { method: string; path: string; traceparent: string }): Record<string, unknown> {
+  return {
+    level: 'info',
+    time: new Date(s.endedAtMs).toISOString(),
+    msg: 'request',
+    requestId: s.requestId,
+    traceparent: req.traceparent,
+    method: req.method,
+    route: req.path,
+    status: s.status,
+    outcome: s.outcome,
+    edge: s.edge,
+    region: s.nodeRegion ?? null,
+    model: s.model ?? null,
+    tenant: s.tenant ?? null,
+    ttfbMs: s.ttfbMs ?? null,
+    durationMs: s.totalMs,
+    failovers: s.failovers,
+  }
+}
+
+/** One JSON object per line on stdout: what Workers Logs and log shippers index. */
+export const consoleLog: LogLine = (line) => console.log(JSON.stringify(line))
+const consoleError: LogLine = (line) => console.error(JSON.stringify(line))

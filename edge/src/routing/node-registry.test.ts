@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest'
+import { createNodeRegistry, MAX_TABLE_AGE_MS, TABLE_CACHE_MS } from './node-registry.ts'
+
+const row = (id: string, ts: number) => JSON.stringify({ id, url: `http://127.0.0.1:91${id.length}0`, region: id, lat: 0, lon: 0, models: ['tiny'], maxBatch: 8, running: 0, waiting: 0, kvUsedFrac: 0, tokPerSec: 0, draining: false, ts })
+
+describe('node registry cache', () => {
+  it('serves a recent table from cache and refreshes it in the background', async () => {
+    let now = 10_000
+    let reads = 0
+    const registry = createNodeRegistry({ redis: { hgetall: async () => (reads++, { a: row('a', now) }) }, fallback: [], now: () => now })
+    expect((await registry.table()).source).toBe('registry')
+    now += TABLE_CACHE_MS
+    const pending: Promise<unknown>[] = []
+    await registry.table((p) => pending.push(p))
+    await Promise.all(pending)
+    expect(reads).toBe(2)
+  })
+
+  it('waits for a fresh table after the isolate sat idle, instead of routing on stale heartbeats', async () => {
+    let now = 10_000
+    const registry = createNodeRegistry({ redis: { hgetall: async () => ({ a: row('a', now) }) }, fallback: [], now: () => now })
+    await registry.table()
+    now += MAX_TABLE_AGE_MS + 30_000
+    const table = await registry.table()
+    expect(table.fetchedAtMs).toBe(now)
+    expect(table.nodes[0].ts).toBe(now)
+  })
+
+  it('falls back to GPU_NODES when Redis fails', async () => {
+    const registry = createNodeRegistry({
+      redis: { hgetall: async () => Promise.reject(new Error('down')) },
+      fallback: [{ id: 's', url: 'http://127.0.0.1:9101', region: 'us-east', lat: 39, lon: -77.5 }],
+    })
+    const table = await registry.table()
+    expect(table).toMatchObject({ source: 'static', fallbackReason: 'registry_unreachable' })
+    expect(table.nodes.map((n) => n.id)).toEqual(['s'])
+  })
+})
