@@ -13,14 +13,9 @@ import { Redis } from '@upstash/redis'
 import { createApp, type EdgeDeps } from './app.ts'
 import type { EdgeConfig, NodeServerConfig } from './config.ts'
 import { readDashboardAssets } from './dashboard/file-assets.ts'
-import { createRedisKeyStore } from './keys/key-store.ts'
-import { createRedisLatencyReader, createRedisLatencyRecorder, LATENCY_READ_TIMEOUT_MS, LATENCY_WRITE_TIMEOUT_MS } from './latency/redis-latency-store.ts'
-import { withFailurePolicy } from './limits/rate-limiter.ts'
-import { createUpstashLimitStore } from './limits/upstash-limit-store.ts'
+import { createRedisBackedDeps, redisClientOptions } from './redis-deps.ts'
 import { createUndiciUpstream, type UndiciUpstream, type UndiciUpstreamOptions } from './proxy/undici-upstream.ts'
-import { createNodeRegistry, REGISTRY_TIMEOUT_MS } from './routing/node-registry.ts'
 
-const KEY_LOOKUP_TIMEOUT_MS = 1000
 /** Connection-level headers HTTP/2 forbids; Node's http2 compat layer throws on them. */
 const CONNECTION_HEADERS = ['transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'proxy-connection']
 
@@ -72,29 +67,10 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
 export function createNodeDeps(config: EdgeConfig, upstream: UndiciUpstream): EdgeDeps {
   return {
     config,
-    keys: createRedisKeyStore(redisClient(config, KEY_LOOKUP_TIMEOUT_MS)),
-    limiter: withFailurePolicy(createUpstashLimitStore(redisClient(config, config.rateLimitTimeoutMs)), {
-      mode: config.rateLimitFailureMode,
-      timeoutMs: config.rateLimitTimeoutMs,
-    }),
-    registry: createNodeRegistry({ redis: redisClient(config, REGISTRY_TIMEOUT_MS), fallback: config.gpuNodes }),
+    ...createRedisBackedDeps(config, (timeoutMs) => new Redis(redisClientOptions(config, timeoutMs))),
     upstream: upstream.fetch,
-    latency: createRedisLatencyRecorder(redisClient(config, LATENCY_WRITE_TIMEOUT_MS)),
-    latencyReader: createRedisLatencyReader(redisClient(config, LATENCY_READ_TIMEOUT_MS)),
     dashboardAssets: readDashboardAssets(),
   }
-}
-
-/** As on Workers (worker.ts): no retry loop, no auto-pipelining, each use bounded by its timeout. */
-function redisClient(config: EdgeConfig, timeoutMs: number): Redis {
-  return new Redis({
-    url: config.upstash.url,
-    token: config.upstash.token,
-    retry: false,
-    enableAutoPipelining: false,
-    enableTelemetry: false,
-    signal: () => AbortSignal.timeout(timeoutMs),
-  })
 }
 
 /** HTTP/2 responses must not carry connection-level headers (honojs/hono#4041 crashes the process). */

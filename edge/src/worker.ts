@@ -7,15 +7,11 @@
 import { Redis } from '@upstash/redis/cloudflare'
 import type { ExecutionContext, ExportedHandler, Response as WorkersResponse } from '@cloudflare/workers-types/index.ts'
 import { createApp, type EdgeDeps } from './app.ts'
-import { parseEdgeConfig, type EdgeConfig } from './config.ts'
+import { parseEdgeConfig } from './config.ts'
 import { BUNDLED_DASHBOARD_ASSETS } from './dashboard/bundled-assets.ts'
-import { createRedisKeyStore } from './keys/key-store.ts'
 import { createAnalyticsEngineRecorder, type AnalyticsEngineDataset } from './latency/analytics-engine-recorder.ts'
 import { combineRecorders } from './latency/latency-recorder.ts'
-import { createRedisLatencyReader, createRedisLatencyRecorder, LATENCY_READ_TIMEOUT_MS, LATENCY_WRITE_TIMEOUT_MS } from './latency/redis-latency-store.ts'
-import { withFailurePolicy } from './limits/rate-limiter.ts'
-import { createUpstashLimitStore } from './limits/upstash-limit-store.ts'
-import { createNodeRegistry, REGISTRY_TIMEOUT_MS } from './routing/node-registry.ts'
+import { createRedisBackedDeps, redisClientOptions } from './redis-deps.ts'
 
 /** Bindings: [vars] in wrangler.toml, secrets via `wrangler secret put`, `.dev.vars` locally. */
 export interface Env {
@@ -42,45 +38,18 @@ export interface Env {
   LATENCY?: AnalyticsEngineDataset
 }
 
-/** Longest a key lookup may take before the request is answered 503 (a cached key needs none). */
-const KEY_LOOKUP_TIMEOUT_MS = 1000
-
 /** Workers bindings → dependencies; tests build apps with overridden bindings through this too. */
 export function createWorkerDeps(env: Env, overrides: Partial<EdgeDeps> = {}): EdgeDeps {
   const config = parseEdgeConfig(env as unknown as Record<string, unknown>)
+  const redis = createRedisBackedDeps(config, (timeoutMs) => new Redis(redisClientOptions(config, timeoutMs)))
   return {
     config,
-    keys: createRedisKeyStore(redisClient(config, KEY_LOOKUP_TIMEOUT_MS)),
-    limiter: withFailurePolicy(createUpstashLimitStore(redisClient(config, config.rateLimitTimeoutMs)), {
-      mode: config.rateLimitFailureMode,
-      timeoutMs: config.rateLimitTimeoutMs,
-    }),
-    registry: createNodeRegistry({ redis: redisClient(config, REGISTRY_TIMEOUT_MS), fallback: config.gpuNodes }),
+    ...redis,
     upstream: (url, init) => fetch(url, init),
-    latency: combineRecorders(
-      createRedisLatencyRecorder(redisClient(config, LATENCY_WRITE_TIMEOUT_MS)),
-      env.LATENCY ? createAnalyticsEngineRecorder(env.LATENCY) : undefined,
-    ),
-    latencyReader: createRedisLatencyReader(redisClient(config, LATENCY_READ_TIMEOUT_MS)),
+    latency: combineRecorders(redis.latency, env.LATENCY ? createAnalyticsEngineRecorder(env.LATENCY) : undefined),
     dashboardAssets: BUNDLED_DASHBOARD_ASSETS,
     ...overrides,
   }
-}
-
-/**
- * One REST client per use, each bounded by its own timeout. No retries (the failure policy
- * decides at once), no auto-pipelining (it would batch commands of concurrent requests into one
- * fetch, sharing I/O across request contexts, which Workers forbids), no telemetry headers.
- */
-export function redisClient(config: EdgeConfig, timeoutMs: number): Redis {
-  return new Redis({
-    url: config.upstash.url,
-    token: config.upstash.token,
-    retry: false,
-    enableAutoPipelining: false,
-    enableTelemetry: false,
-    signal: () => AbortSignal.timeout(timeoutMs),
-  })
 }
 
 type Built = { ok: true; app: ReturnType<typeof createApp> } | { ok: false; message: string }

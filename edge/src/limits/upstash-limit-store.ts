@@ -13,7 +13,7 @@ import { Ratelimit } from '@upstash/ratelimit'
 import type { LimitDecision, LimitStore } from './rate-limiter.ts'
 
 /** Ratelimit's redis parameter: any @upstash/redis client (Node or Cloudflare build). */
-type UpstashRedis = ConstructorParameters<typeof Ratelimit>[0]['redis']
+export type UpstashRedis = ConstructorParameters<typeof Ratelimit>[0]['redis']
 
 export const REQUESTS_PREFIX = 'zl:rl:req'
 export const TOKENS_PREFIX = 'zl:rl:tok'

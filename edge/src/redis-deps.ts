@@ -1,0 +1,48 @@
+/**
+ * What both entries build from Redis: key store, rate limiter with its failure policy, node
+ * registry, latency recorder and reader. Only the REST client class differs (Workers vs Node),
+ * so each entry passes a factory; everything else is wired once, here.
+ */
+import type { EdgeDeps } from './app.ts'
+import type { EdgeConfig } from './config.ts'
+import { createRedisKeyStore, type KeyRedis } from './keys/key-store.ts'
+import { createRedisLatencyReader, createRedisLatencyRecorder, LATENCY_READ_TIMEOUT_MS, LATENCY_WRITE_TIMEOUT_MS, type LatencyRedis } from './latency/redis-latency-store.ts'
+import { withFailurePolicy } from './limits/rate-limiter.ts'
+import { createUpstashLimitStore, type UpstashRedis } from './limits/upstash-limit-store.ts'
+import { createNodeRegistry, REGISTRY_TIMEOUT_MS, type RegistryRedis } from './routing/node-registry.ts'
+
+/** Longest a key lookup may take before the request is answered 503 (a cached key needs none). */
+export const KEY_LOOKUP_TIMEOUT_MS = 1000
+
+/** A REST client bounded by `timeoutMs` per command. */
+export type RedisFactory = (timeoutMs: number) => KeyRedis & UpstashRedis & RegistryRedis & LatencyRedis
+
+/**
+ * Options for every @upstash/redis client of the edge: no retries (the failure policy decides
+ * at once), no auto-pipelining (on Workers it would share I/O across request contexts), no
+ * telemetry, and a per-call timeout — as a function, since a fixed signal that fires turns into
+ * a successful reply carrying the abort reason.
+ */
+export function redisClientOptions(config: EdgeConfig, timeoutMs: number) {
+  return {
+    url: config.upstash.url,
+    token: config.upstash.token,
+    retry: false as const,
+    enableAutoPipelining: false,
+    enableTelemetry: false,
+    signal: () => AbortSignal.timeout(timeoutMs),
+  }
+}
+
+export function createRedisBackedDeps(config: EdgeConfig, redis: RedisFactory): Pick<EdgeDeps, 'keys' | 'limiter' | 'registry' | 'latency' | 'latencyReader'> {
+  return {
+    keys: createRedisKeyStore(redis(KEY_LOOKUP_TIMEOUT_MS)),
+    limiter: withFailurePolicy(createUpstashLimitStore(redis(config.rateLimitTimeoutMs)), {
+      mode: config.rateLimitFailureMode,
+      timeoutMs: config.rateLimitTimeoutMs,
+    }),
+    registry: createNodeRegistry({ redis: redis(REGISTRY_TIMEOUT_MS), fallback: config.gpuNodes }),
+    latency: createRedisLatencyRecorder(redis(LATENCY_WRITE_TIMEOUT_MS)),
+    latencyReader: createRedisLatencyReader(redis(LATENCY_READ_TIMEOUT_MS)),
+  }
+}
