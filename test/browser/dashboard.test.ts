@@ -6,7 +6,8 @@
  * typed into the page. Screenshot: test-output/dashboard.png (and docs/dashboard.png with
  * UPDATE_SCREENSHOTS=1).
  *
- * Needs Debian's chromium (.ci/run installs it); skipped where it is missing.
+ * Needs Debian's chromium (.ci/run installs it). Without it the test fails with that instruction,
+ * rather than skipping silently.
  */
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -46,8 +47,9 @@ let recorder: LatencyRecorder
 const edgeLogs: Array<Record<string, unknown>> = []
 let apiKey: string
 
-describe.skipIf(!existsSync(CHROMIUM))('the dashboard in headless Chromium', () => {
+describe('the dashboard in headless Chromium', () => {
   beforeAll(async () => {
+    if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does this)`)
     profileDir = mkdtempSync(join(tmpdir(), 'zl-chromium-'))
     // Chromium starts while Redis and the nodes do (each is seconds of a 2-core machine).
     const browser = chromium.launchPersistentContext(profileDir, {
