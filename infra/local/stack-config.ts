@@ -38,6 +38,44 @@ export interface StackOptions {
   modelDir: string
   devApiKey: string
   adminToken: string
+  /** Logs and generated files; default `.stack`. */
+  stateDir?: string
+  /** Ports; default the fixed LOCAL/REGIONS ones. Tests pass free ports to run beside `npm start`. */
+  ports?: PortPlan
+  /** Extra edge variables (RATE_LIMIT_FAILURE_MODE, RATE_LIMIT_TIMEOUT_MS, MAX_BODY_BYTES, …). */
+  edgeVars?: Record<string, string>
+  /** Extra GPU node variables (MAX_BATCH, MAX_QUEUE, …), for every node. */
+  nodeVars?: Record<string, string>
+}
+
+export interface PortPlan {
+  redis: number
+  bridge: number
+  edge: number
+  /** One per region, in regionsFor order. */
+  nodes: number[]
+  /** wrangler dev's devtools port (default: wrangler picks one). */
+  inspector?: number
+}
+
+/** The ports this stack uses: `opts.ports`, else the fixed local layout (DESIGN.md §9). */
+export function portPlan(opts: StackOptions): PortPlan {
+  if (opts.ports) {
+    if (opts.ports.nodes.length < opts.regions) throw new Error(`port plan: ${opts.regions} regions need ${opts.regions} node ports`)
+    return opts.ports
+  }
+  return {
+    redis: LOCAL.redisPort,
+    bridge: LOCAL.bridgePort,
+    edge: opts.edge === 'node' ? LOCAL.nodeEdgePort : LOCAL.wranglerPort,
+    nodes: regionsFor(opts.regions).map((r) => r.port),
+  }
+}
+
+/** The stack's regions, on the port plan's node ports. */
+export function stackRegions(opts: StackOptions): Region[] {
+  const { nodes } = portPlan(opts)
+  return regionsFor(opts.regions).map((r, i) => ({ ...r, port: nodes[i]! }))
 }
 
 /** Regions 1..n; beyond the three named ones, numbered copies on the next ports. */
@@ -48,16 +86,16 @@ export function regionsFor(n: number): Region[] {
   })
 }
 
-export function edgePort(opts: StackOptions): number {
-  return opts.edge === 'node' ? LOCAL.nodeEdgePort : LOCAL.wranglerPort
+export function bridgeUrl(opts: StackOptions): string {
+  return `http://${LOCAL.host}:${portPlan(opts).bridge}`
 }
 
 /** The edge's environment (wrangler vars or the Node entry's env) for this stack. */
 export function edgeEnv(opts: StackOptions): Record<string, string> {
   const modelId = opts.modelDir.replace(/\/+$/, '').split('/').pop() ?? 'tiny'
-  const nodes = regionsFor(opts.regions).map((r) => ({ id: `local-${r.name}`, url: `http://${LOCAL.host}:${r.port}`, region: r.name, lat: r.lat, lon: r.lon, models: [modelId] }))
+  const nodes = stackRegions(opts).map((r) => ({ id: `local-${r.name}`, url: `http://${LOCAL.host}:${r.port}`, region: r.name, lat: r.lat, lon: r.lon, models: [modelId] }))
   return {
-    UPSTASH_REDIS_REST_URL: `http://${LOCAL.host}:${LOCAL.bridgePort}`,
+    UPSTASH_REDIS_REST_URL: bridgeUrl(opts),
     UPSTASH_REDIS_REST_TOKEN: LOCAL.upstashToken,
     EDGE_SHARED_SECRET: LOCAL.edgeSharedSecret,
     GPU_NODES: JSON.stringify(nodes),
@@ -68,6 +106,7 @@ export function edgeEnv(opts: StackOptions): Record<string, string> {
     EDGE_LAT: String(REGIONS[0].lat),
     EDGE_LON: String(REGIONS[0].lon),
     DEV_MODE: '1',
+    ...opts.edgeVars,
   }
 }
 
@@ -83,9 +122,10 @@ export function nodeEnv(opts: StackOptions, r: Region): Record<string, string> {
     REGION_LON: String(r.lon),
     PUBLIC_URL: `http://${LOCAL.host}:${r.port}`,
     EDGE_SHARED_SECRET: LOCAL.edgeSharedSecret,
-    UPSTASH_REDIS_REST_URL: `http://${LOCAL.host}:${LOCAL.bridgePort}`,
+    UPSTASH_REDIS_REST_URL: bridgeUrl(opts),
     UPSTASH_REDIS_REST_TOKEN: LOCAL.upstashToken,
     // Three nodes share two cores locally: one ONNX Runtime thread each keeps them from thrashing.
     INTRA_OP_THREADS: '1',
+    ...opts.nodeVars,
   }
 }

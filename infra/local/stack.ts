@@ -11,105 +11,125 @@ import { seedKey } from '../keys/key-admin.ts'
 import { ensureGeneratedModel } from '../../gpu-node/src/model/generate/ensure-model.ts'
 import { RespConnection } from './redis-client.ts'
 import { findRedisServer } from './redis-process.ts'
-import { edgeEnv, edgePort, LOCAL, nodeEnv, regionsFor, type StackOptions } from './stack-config.ts'
+import { bridgeUrl, edgeEnv, LOCAL, nodeEnv, portPlan, stackRegions, type PortPlan, type Region, type StackOptions } from './stack-config.ts'
 import { Supervisor, type ServiceSpec, type SupervisorEvents } from './supervisor.ts'
 
 const STATE_DIR = '.stack'
 const TSX = ['--import', 'tsx']
+/** What launch-gpu-node.mjs sets for `npm run gpu-node` (glibc reads MALLOC_* only at process start). */
+const NODE_MALLOC_ENV = { MALLOC_MMAP_MAX_: '0', MALLOC_TRIM_THRESHOLD_: '68719476736' }
 
 export interface RunningStack {
   supervisor: Supervisor
   edgeUrl: string
+  /** The ports in use (the fixed local ones unless StackOptions.ports says otherwise). */
+  ports: PortPlan
+  /** Supervisor service name of each region's GPU node: `gpu-node-<region>`. */
+  nodeService(region: string): string
   stop(): Promise<void>
 }
 
 export async function startStack(opts: StackOptions, events: SupervisorEvents): Promise<RunningStack> {
   const redisBin = ensureRedisInstalled(events)
-  const regions = regionsFor(opts.regions)
-  const port = edgePort(opts)
-  await assertPortsFree([LOCAL.redisPort, LOCAL.bridgePort, ...regions.map((r) => r.port), port])
+  const regions = stackRegions(opts)
+  const ports = portPlan(opts)
+  const stateDir = opts.stateDir ?? STATE_DIR
+  await assertPortsFree([ports.redis, ports.bridge, ...regions.map((r) => r.port), ports.edge])
   if (await ensureGeneratedModel(opts.modelDir)) events.status(`generated ${opts.modelDir}`)
 
-  const supervisor = new Supervisor(join(STATE_DIR, 'logs'), events)
+  const supervisor = new Supervisor(join(stateDir, 'logs'), events)
   const stop = () => supervisor.stopAll()
   try {
-    events.status(`starting redis-server on ${LOCAL.host}:${LOCAL.redisPort}`)
-    await supervisor.start(redisSpec(redisBin))
-    events.status(`starting the Upstash bridge on ${LOCAL.host}:${LOCAL.bridgePort}`)
-    await supervisor.start(bridgeSpec())
-    await seedKey(new Redis({ url: `http://${LOCAL.host}:${LOCAL.bridgePort}`, token: LOCAL.upstashToken }), opts.devApiKey, { tenant: 'dev', name: 'local dev key', id: 'key_dev' })
+    events.status(`starting redis-server on ${LOCAL.host}:${ports.redis}`)
+    await supervisor.start(redisSpec(redisBin, ports.redis, stateDir))
+    events.status(`starting the Upstash bridge on ${LOCAL.host}:${ports.bridge}`)
+    await supervisor.start(bridgeSpec(ports))
+    await seedKey(new Redis({ url: bridgeUrl(opts), token: LOCAL.upstashToken }), opts.devApiKey, { tenant: 'dev', name: 'local dev key', id: 'key_dev' })
     for (const r of regions) {
       events.status(`starting GPU node ${r.name} on ${LOCAL.host}:${r.port} (${opts.modelDir})`)
-      await supervisor.start(nodeSpec(opts, r.name, r.port))
+      await supervisor.start(nodeSpec(opts, r))
     }
-    events.status(opts.edge === 'node' ? `starting the Node edge on ${LOCAL.host}:${port}` : `starting the edge under wrangler dev on ${LOCAL.host}:${port}`)
-    await supervisor.start(opts.edge === 'node' ? nodeEdgeSpec(opts) : wranglerSpec(opts))
+    events.status(opts.edge === 'node' ? `starting the Node edge on ${LOCAL.host}:${ports.edge}` : `starting the edge under wrangler dev on ${LOCAL.host}:${ports.edge}`)
+    await supervisor.start(opts.edge === 'node' ? nodeEdgeSpec(opts) : wranglerSpec(opts, stateDir))
   } catch (e) {
     await stop()
     throw e
   }
-  return { supervisor, edgeUrl: `http://${LOCAL.host}:${port}`, stop }
+  return { supervisor, edgeUrl: `http://${LOCAL.host}:${ports.edge}`, ports, nodeService: nodeServiceName, stop }
 }
 
-function redisSpec(binary: string): ServiceSpec {
-  const dir = join(STATE_DIR, 'redis')
+function nodeServiceName(region: string): string {
+  return `gpu-node-${region}`
+}
+
+function redisSpec(binary: string, port: number, stateDir: string): ServiceSpec {
+  const dir = join(stateDir, 'redis')
   mkdirSync(dir, { recursive: true })
   return {
     name: 'redis',
     command: binary,
-    args: ['--port', String(LOCAL.redisPort), '--bind', LOCAL.host, '--save', '', '--appendonly', 'no', '--dir', dir, '--loglevel', 'warning'],
-    ready: () => redisAnswers(LOCAL.redisPort),
+    args: ['--port', String(port), '--bind', LOCAL.host, '--save', '', '--appendonly', 'no', '--dir', dir, '--loglevel', 'warning'],
+    ready: () => redisAnswers(port),
     critical: true,
   }
 }
 
-function bridgeSpec(): ServiceSpec {
+function bridgeSpec(ports: PortPlan): ServiceSpec {
   return {
     name: 'upstash-bridge',
     command: process.execPath,
     args: [...TSX, 'infra/local/upstash-bridge-cli.ts'],
-    env: { BRIDGE_HOST: LOCAL.host, BRIDGE_PORT: String(LOCAL.bridgePort), REDIS_URL: `redis://${LOCAL.host}:${LOCAL.redisPort}`, UPSTASH_TOKEN: LOCAL.upstashToken },
-    ready: () => httpAnswers(`http://${LOCAL.host}:${LOCAL.bridgePort}/`, { method: 'POST', headers: { authorization: `Bearer ${LOCAL.upstashToken}` }, body: '["PING"]' }),
+    env: { BRIDGE_HOST: LOCAL.host, BRIDGE_PORT: String(ports.bridge), REDIS_URL: `redis://${LOCAL.host}:${ports.redis}`, UPSTASH_TOKEN: LOCAL.upstashToken },
+    ready: () => httpAnswers(`http://${LOCAL.host}:${ports.bridge}/`, { method: 'POST', headers: { authorization: `Bearer ${LOCAL.upstashToken}` }, body: '["PING"]' }),
     critical: true,
   }
 }
 
-function nodeSpec(opts: StackOptions, region: string, port: number): ServiceSpec {
-  const r = regionsFor(opts.regions).find((x) => x.name === region)!
+/**
+ * The node process itself (not `npm run gpu-node`'s launcher), with the launcher's malloc
+ * environment: the supervisor's pid is then the node's, so a SIGKILL (a test's region outage, or
+ * the supervisor's own stop) ends the node instead of orphaning it on its port.
+ */
+function nodeSpec(opts: StackOptions, r: Region): ServiceSpec {
   return {
-    name: `gpu-node-${region}`,
+    name: nodeServiceName(r.name),
     command: process.execPath,
-    args: ['infra/scripts/launch-gpu-node.mjs'],
-    env: nodeEnv(opts, r),
-    ready: () => httpAnswers(`http://${LOCAL.host}:${port}/readyz`),
+    args: [...TSX, 'gpu-node/src/main.ts'],
+    env: { ...nodeEnv(opts, r), ...NODE_MALLOC_ENV },
+    ready: () => httpAnswers(`http://${LOCAL.host}:${r.port}/readyz`),
     critical: false,
   }
 }
 
-function wranglerSpec(opts: StackOptions): ServiceSpec {
-  const envFile = join(STATE_DIR, 'edge.env')
+function wranglerSpec(opts: StackOptions, stateDir: string): ServiceSpec {
+  const { edge, inspector } = portPlan(opts)
+  const envFile = join(stateDir, 'edge.env')
   // Single quotes: wrangler's env-file parser keeps backslash escapes inside double quotes, which
   // would corrupt the JSON in GPU_NODES. None of the values contains a single quote.
   writeFileSync(envFile, Object.entries(edgeEnv(opts)).map(([k, v]) => `${k}='${v}'`).join('\n') + '\n')
   return {
     name: 'edge',
     command: process.execPath,
-    args: ['node_modules/wrangler/bin/wrangler.js', 'dev', '--ip', LOCAL.host, '--port', String(LOCAL.wranglerPort), '--env-file', envFile, '--show-interactive-dev-session=false', '--log-level', 'warn'],
+    args: [
+      'node_modules/wrangler/bin/wrangler.js', 'dev', '--ip', LOCAL.host, '--port', String(edge), '--env-file', envFile, '--show-interactive-dev-session=false', '--log-level', 'warn',
+      ...(inspector !== undefined ? ['--inspector-port', String(inspector)] : []),
+    ],
     // Offline: no cf fetch, no telemetry (FACTS.md).
     env: { CLOUDFLARE_CF_FETCH_ENABLED: 'false', WRANGLER_SEND_METRICS: 'false' },
-    ready: () => httpAnswers(`http://${LOCAL.host}:${LOCAL.wranglerPort}/healthz`),
+    ready: () => httpAnswers(`http://${LOCAL.host}:${edge}/healthz`),
     readyTimeoutMs: 120_000,
     critical: true,
   }
 }
 
 function nodeEdgeSpec(opts: StackOptions): ServiceSpec {
+  const { edge } = portPlan(opts)
   return {
     name: 'edge',
     command: process.execPath,
     args: [...TSX, 'edge/src/node.ts'],
-    env: { ...edgeEnv(opts), HOST: LOCAL.host, PORT: String(LOCAL.nodeEdgePort) },
-    ready: () => httpAnswers(`http://${LOCAL.host}:${LOCAL.nodeEdgePort}/healthz`),
+    env: { ...edgeEnv(opts), HOST: LOCAL.host, PORT: String(edge) },
+    ready: () => httpAnswers(`http://${LOCAL.host}:${edge}/healthz`),
     critical: true,
   }
 }

@@ -24,6 +24,12 @@ import { apiKeyRedisKey, generateApiKey, hashApiKey, toApiKeyFields } from '../.
 import { pollUntil, startGpuNode, type GpuNodeProcess } from '../node/gpu-node-process.ts'
 
 const CHROMIUM = '/usr/bin/chromium'
+
+/** The page's `document` as the predicates below use it (this file is compiled without the DOM library; predicates run in the page). */
+interface PageDocument {
+  querySelectorAll(selector: string): { length: number }
+  querySelector(selector: string): { textContent: string | null } | null
+}
 const SECRET = 'zl-browser-edge-secret-0123456789'
 const ADMIN = 'zl-browser-admin-token-0123456789'
 /** DESIGN.md §9's local regions. */
@@ -148,7 +154,11 @@ describe('the dashboard in headless Chromium', () => {
 
     // Page-side expressions are strings: this file is compiled without the DOM library.
     const n = REGIONS.length
-    await page.waitForFunction(`document.querySelectorAll('#regions tbody tr[data-region]').length === ${n} && document.querySelectorAll('#nodes tbody tr').length === ${n}`)
+    // Function predicates (not strings): a string would be eval'd in the page, which its CSP forbids.
+    await page.waitForFunction((count) => {
+      const doc = (globalThis as unknown as { document: PageDocument }).document
+      return doc.querySelectorAll('#regions tbody tr[data-region]').length === count && doc.querySelectorAll('#nodes tbody tr').length === count
+    }, n)
     const rows = await regionRows(page)
     expect(rows).toEqual(Object.fromEntries(REGIONS.map((r) => [r.region, SENT[r.region]])))
 
@@ -178,7 +188,10 @@ describe('the dashboard in headless Chromium', () => {
       // seedHistory) so the chart shows lines rather than this run's single minute.
       await seedHistory(recorder)
       await page.reload()
-      await page.waitForFunction(`Number(document.querySelector('#regions tbody tr[data-region="us-east"] td.requests')?.textContent) > 100`)
+      await page.waitForFunction(() => {
+        const doc = (globalThis as unknown as { document: PageDocument }).document
+        return Number(doc.querySelector('#regions tbody tr[data-region="us-east"] td.requests')?.textContent) > 100
+      })
       mkdirSync('docs', { recursive: true })
       await page.screenshot({ path: 'docs/dashboard.png', fullPage: true })
     }
@@ -268,3 +281,4 @@ async function regionRows(page: Page): Promise<Record<string, number>> {
     Object.fromEntries(trs.map((tr) => [tr.getAttribute('data-region'), Number(tr.querySelector('td.requests')!.textContent)])),
   )
 }
+

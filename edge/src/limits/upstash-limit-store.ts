@@ -33,7 +33,14 @@ export function createUpstashLimitStore(redis: UpstashRedis): LimitStore {
       return toDecision(await forRequests(rpm).limit(keyId))
     },
     async tokens(keyId, tpm, cost) {
-      return toDecision(await forTokens(tpm).limit(keyId, { rate: cost }))
+      const limiter = forTokens(tpm)
+      const decision = toDecision(await limiter.limit(keyId, { rate: cost }))
+      if (decision.success) return decision
+      // A refusal reports 0 left and the next refill (≤ 1 s away). A request short by more than
+      // one refill (tpm/60 tokens) must wait for several: read what is left and say the real wait.
+      const { remaining } = await limiter.getRemaining(keyId)
+      const refills = Math.max(1, Math.ceil((cost - Math.max(0, remaining)) / (tpm / 60)))
+      return { ...decision, remaining: Math.max(0, Math.floor(remaining)), resetAtMs: decision.resetAtMs + (refills - 1) * 1000 }
     },
     async refund(keyId, tpm, cost) {
       await forTokens(tpm).limit(keyId, { rate: -cost })

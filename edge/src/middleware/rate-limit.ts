@@ -46,11 +46,15 @@ export function limitRequests(limiter: RateLimiter, now: () => number): Middlewa
 
 export function limitTokens(limiter: RateLimiter, now: () => number): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
+    const state = c.get('rateLimit')
+    // Redis already failed this request's requests/min check and the failure policy admitted it
+    // (closed mode refused it there): waiting out the timeout a second time would break the
+    // "decided within RATE_LIMIT_TIMEOUT_MS" promise.
+    if (state.requests?.degraded) return next()
     const { keyId, tpm } = c.get('principal')
     const { body, gen } = c.get('generate')
     const cost = tokenCost(body.byteLength, gen.maxTokens)
     const decision = await limiter.chargeTokens(keyId, tpm, cost)
-    const state = c.get('rateLimit')
     state.tokens = decision
     if (!decision.success) {
       const message = cost > tpm

@@ -49,7 +49,8 @@ export interface ForwardDeps {
   secret: string
   connectTimeoutMs: number
   requestTimeoutMs: number
-  markDown: (nodeId: string) => void
+  /** Skip a node in this isolate for `forMs` (default: the registry's mark-down time). */
+  markDown: (nodeId: string, forMs?: number) => void
   now: () => number
 }
 
@@ -91,7 +92,9 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
       return { response: new Response(piped.readable, { status: attempt.res.status, headers }), node, failedAttempts: failed, finished }
     }
     failed++
-    deps.markDown(node.id)
+    // A full node is healthy: skip it only as long as it asked (retry-after-ms), not for the
+    // full mark-down of a node that failed, or a burst would shut it out after it drained.
+    deps.markDown(node.id, attempt.overloaded ? retryHintMs(attempt.overloaded.headers) : undefined)
     if (attempt.overloaded) {
       lastOverload = attempt.overloaded
       lastOverloadNode = node
@@ -172,4 +175,12 @@ function responseHeaders(upstream: Headers, node: RankedNode, failed: number, st
   if (failed > 0) headers.set(WIRE_HEADERS.failover, String(failed))
   else headers.delete(WIRE_HEADERS.failover)
   return headers
+}
+
+/** The node's own retry hint for an overload answer, in ms (1 s when it gave none). */
+function retryHintMs(headers: Headers): number {
+  const ms = Number(headers.get('retry-after-ms'))
+  if (Number.isFinite(ms) && ms > 0) return ms
+  const s = Number(headers.get('retry-after'))
+  return Number.isFinite(s) && s > 0 ? s * 1000 : 1000
 }

@@ -33,8 +33,8 @@ export interface NodeTable {
 export interface NodeRegistry {
   /** The current table (nodes annotated with downUntilMs); starts a background refresh when older than 1 s. */
   table(waitUntil?: (work: Promise<unknown>) => void): Promise<NodeTable>
-  /** After a failed attempt: skip this node in this isolate for MARK_DOWN_MS. */
-  markDown(nodeId: string): void
+  /** After a failed attempt: skip this node in this isolate for MARK_DOWN_MS (an overloaded one only for its retry hint, at most that). */
+  markDown(nodeId: string, forMs?: number): void
 }
 
 /** The one Redis command the registry needs; @upstash/redis satisfies it. */
@@ -98,8 +98,8 @@ export function createNodeRegistry(opts: NodeRegistryOptions): NodeRegistry {
       }
       return annotate(cached)
     },
-    markDown(nodeId) {
-      down.set(nodeId, now() + MARK_DOWN_MS)
+    markDown(nodeId, forMs = MARK_DOWN_MS) {
+      down.set(nodeId, now() + Math.min(forMs, MARK_DOWN_MS))
     },
   }
 }

@@ -109,7 +109,8 @@ describe('RATE_LIMIT_FAILURE_MODE with Redis down', () => {
       expect(Date.now() - started).toBeLessThan(300 * 2 + 250)
       expect(res.headers.get('x-ratelimit-limit-requests')).toBeNull() // no real numbers to show
       const health = (await (await app.fetch(edgeRequest('/healthz', undefined))).json()) as any
-      expect(health.rateLimitStoreFailures).toBeGreaterThanOrEqual(2)
+      // One failure decides the request: the tokens/min check is not waited out a second time.
+      expect(health.rateLimitStoreFailures).toBeGreaterThanOrEqual(1)
     })
 
     it(`closed: refuses within the timeout when Redis ${what}`, async () => {

@@ -1,0 +1,144 @@
+/**
+ * The stack with the edge's Node entry (`npm start -- --edge node`: @hono/node-server, one
+ * HTTP/2 connection per GPU node through undici) and two GPU nodes that each take one sequence at
+ * a time and queue one more (MAX_BATCH=1, MAX_QUEUE=1), so overload is reachable through the edge:
+ * - both SDKs end to end through the Node entry;
+ * - a client that leaves mid-stream stops generation on the node (the request's AbortSignal);
+ * - overload: the edge fails over from a full node to the next; with every node full it answers
+ *   the last node's own 503 (OpenAI) / 529 (Anthropic) with its retry-after-ms, which the SDKs
+ *   raise as InternalServerError / OverloadedError.
+ */
+import Anthropic from '@anthropic-ai/sdk'
+import OpenAI from 'openai'
+import type { ChatCompletionCreateParamsNonStreaming, ChatCompletionCreateParamsStreaming } from 'openai/resources/chat/completions'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { sseFrames } from '../node/sse-client.ts'
+import { anthropicClient, edgePost, openaiClient, rejectionOf, serverTiming } from './support/clients.ts'
+import { GEO, pollUntil, startTestStack, waitIdle, type TestStack } from './support/stack.ts'
+
+let stack: TestStack
+
+beforeAll(async () => {
+  stack = await startTestStack({ regions: 2, edge: 'node', nodeVars: { MAX_BATCH: '1', MAX_QUEUE: '1' } })
+})
+
+afterAll(async () => {
+  await stack?.stop()
+})
+
+const MODEL = 'tiny'
+/** Without request.cf or x-zl-client-geo, the client stands at the edge's EDGE_LAT/EDGE_LON: us-east. */
+const REGION = 'us-east'
+const user = (content: string) => [{ role: 'user' as const, content }]
+const LONG = { max_tokens: 900, ignore_eos: true }
+
+describe('the Node entry end to end', () => {
+  it('serves both SDKs, streaming and not, with the edge headers', async () => {
+    const openai = openaiClient(stack.edgeUrl, { apiKey: stack.devApiKey })
+    const { data, response } = await openai.chat.completions.create({ model: MODEL, messages: user('Hello'), max_tokens: 6, temperature: 0, ignore_eos: true } as ChatCompletionCreateParamsNonStreaming).withResponse()
+    expect(data.choices[0]!.finish_reason).toBe('length')
+    expect(data.usage!.completion_tokens).toBe(6)
+    expect(response.headers.get('x-zl-region')).toBe(REGION)
+    expect(response.headers.get('x-request-id')).toMatch(/^\S+$/)
+    expect(serverTiming(response.headers).upstream).toBeGreaterThanOrEqual(0)
+    expect(response.headers.get('x-ratelimit-limit-requests')).not.toBeNull()
+
+    const streamed = await openai.chat.completions.stream({ model: MODEL, messages: user('Hello'), max_tokens: 6, temperature: 0, ignore_eos: true, stream: true } as ChatCompletionCreateParamsStreaming).finalChatCompletion()
+    expect(streamed.choices[0]!.message.content).toBe(data.choices[0]!.message.content)
+
+    const anthropic = anthropicClient(stack.edgeUrl, { apiKey: stack.devApiKey })
+    const whole = await anthropic.messages.create({ model: MODEL, messages: user('Hello'), max_tokens: 6, temperature: 0, ignore_eos: true } as Anthropic.MessageCreateParamsNonStreaming)
+    const final = await anthropic.messages.stream({ model: MODEL, messages: user('Hello'), max_tokens: 6, temperature: 0, ignore_eos: true } as Anthropic.MessageCreateParamsNonStreaming).finalMessage()
+    expect(final.content).toEqual(whole.content)
+    expect(final.stop_reason).toBe('max_tokens')
+    expect(final.usage.output_tokens).toBe(6)
+  })
+
+  it('stops generation on the node when the client leaves mid-stream (OpenAI completions, raw fetch abort)', async () => {
+    const before = await waitIdle(stack, REGION)
+    const ac = new AbortController()
+    const res = await edgePost(stack.edgeUrl, '/v1/completions', { model: MODEL, prompt: 'Talk forever', stream: true, ...LONG }, { apiKey: stack.devApiKey, signal: ac.signal })
+    expect(res.status).toBe(200)
+    let frames = 0
+    await expect(
+      (async () => {
+        for await (const f of sseFrames(res)) if (!f.comment && ++frames === 3) ac.abort()
+      })(),
+    ).rejects.toThrow(/abort/i)
+    const m = await pollUntil(
+      () => stack.metrics(REGION),
+      (s) => s.count('zl_abort_free_steps') > before.count('zl_abort_free_steps') && s.value('zl_num_requests_running') === 0,
+      'the aborted sequence freed and nothing running',
+    )
+    expect(m.value('zl_request_failure_total', { reason: 'client_aborted' })).toBe(before.value('zl_request_failure_total', { reason: 'client_aborted' }) + 1)
+    expect(m.value('zl_request_success_total')).toBe(before.value('zl_request_success_total'))
+  })
+})
+
+describe('overload through the edge', () => {
+  /**
+   * The edge marks a node that answered 503/529 down for 10 s in its process (DESIGN.md §3 step 5),
+   * after which it answers 502 upstream_unavailable without trying it; so the Anthropic case goes
+   * through a second Node edge process (same configuration, its own mark-down state) started here.
+   */
+  let second: { url: string }
+  const held: Array<{ abort: () => void; done: Promise<void> }> = []
+
+  beforeAll(async () => {
+    second = { url: await stack.startNodeEdge('edge-second') }
+  })
+
+  afterAll(async () => {
+    for (const h of held) h.abort()
+    await Promise.all(held.map((h) => h.done))
+  })
+
+  /** A long stream through the edge from a client next to `region`, read in the background until released. */
+  async function holdStream(region: string, content: string): Promise<void> {
+    const ac = new AbortController()
+    const res = await edgePost(stack.edgeUrl, '/v1/chat/completions', { model: MODEL, messages: user(content), stream: true, ...LONG }, { apiKey: stack.devApiKey, geo: GEO[region]!, signal: ac.signal })
+    expect(res.status).toBe(200)
+    expect(res.headers.get('x-zl-region')).toBe(region)
+    const done = (async () => {
+      try {
+        for await (const _ of sseFrames(res));
+      } catch {
+        // aborted
+      }
+    })()
+    held.push({ abort: () => ac.abort(), done })
+  }
+
+  it('with every node full, the last node’s 503 (OpenAI) / 529 (Anthropic) reaches the SDKs as InternalServerError / OverloadedError, after a failover', async () => {
+    const full = (m: Awaited<ReturnType<TestStack['metrics']>>) => m.value('zl_num_requests_running') === 1 && m.value('zl_num_requests_waiting') === 1
+    for (const region of ['us-east', 'eu-west']) {
+      await waitIdle(stack, region)
+      await holdStream(region, `fill ${region}: running`)
+      await pollUntil(() => stack.metrics(region), (m) => m.value('zl_num_requests_running') === 1, `${region}: one running request`)
+      await holdStream(region, `fill ${region}: queued`)
+      await pollUntil(() => stack.metrics(region), full, `${region}: one running and one queued request`)
+    }
+
+    const oe = await rejectionOf(openaiClient(stack.edgeUrl, { apiKey: stack.devApiKey, geo: GEO['us-east'] }).chat.completions.create({ model: MODEL, messages: user('one more'), max_tokens: 3 }))
+    expect(oe).toBeInstanceOf(OpenAI.InternalServerError)
+    const o = oe as InstanceType<typeof OpenAI.APIError>
+    expect(o.status).toBe(503)
+    expect(o.error).toMatchObject({ type: 'server_error', code: 'overloaded' })
+    expect(Number(o.headers!.get('retry-after-ms'))).toBeGreaterThan(0)
+    expect(o.headers!.get('x-should-retry')).toBe('true')
+    // Both nodes were tried: the answer is the second one's, after one failed attempt.
+    expect(o.headers!.get('x-zl-failover')).toBe('1')
+    expect(['us-east', 'eu-west']).toContain(o.headers!.get('x-zl-region'))
+
+    const ae = await rejectionOf(anthropicClient(second.url, { apiKey: stack.devApiKey, geo: GEO['eu-west'] }).messages.create({ model: MODEL, messages: user('one more'), max_tokens: 3 }))
+    expect(ae).toBeInstanceOf(Anthropic.OverloadedError)
+    const a = ae as InstanceType<typeof Anthropic.APIError>
+    expect(a.status).toBe(529)
+    expect(a.error).toMatchObject({ type: 'error', error: { type: 'overloaded_error' } })
+    expect(Number(a.headers!.get('retry-after-ms'))).toBeGreaterThan(0)
+    expect(a.headers!.get('x-zl-failover')).toBe('1')
+
+    // The held streams were never disturbed: each node still runs one and queues one.
+    for (const region of ['us-east', 'eu-west']) expect(full(await stack.metrics(region))).toBe(true)
+  })
+})
