@@ -3,15 +3,12 @@
  * h2c stand-in nodes: many concurrent streams share ONE connection per node, a client that
  * leaves closes its node stream, and TLS serves h2 and HTTP/1.1 by ALPN.
  */
-import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import http2 from 'node:http2'
 import https from 'node:https'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { TLSSocket } from 'node:tls'
 import { Redis } from '@upstash/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { makeSelfSignedCert, type TestCert } from '../../../test/support/self-signed-cert.ts'
 import { startLocalUpstash, type LocalUpstash } from '../../../infra/local/local-upstash.ts'
 import { apiKeyRedisKey, generateApiKey, hashApiKey, toApiKeyFields } from '../../../shared/src/api-key.ts'
 import { parseEdgeConfig, type EdgeConfig } from '../../src/config.ts'
@@ -101,32 +98,18 @@ describe('Node entry over an HTTP/2 upstream', () => {
   })
 })
 
-const hasOpenssl = (() => {
-  try {
-    execFileSync('openssl', ['version'], { stdio: 'ignore' })
-    return true
-  } catch {
-    return false
-  }
-})()
-
-describe.skipIf(!hasOpenssl)('Node entry with TLS_CERT/TLS_KEY', () => {
-  let dir: string
+describe('Node entry with TLS_CERT/TLS_KEY', () => {
+  let tls: TestCert
   let cert: string
   let tlsEdge: NodeEdge
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'zl-edge-tls-'))
-    execFileSync('openssl', [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-      '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
-      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
-    ], { stdio: 'ignore' })
-    cert = readFileSync(join(dir, 'cert.pem'), 'utf8')
-    tlsEdge = await startNodeEdge(config, { host: '127.0.0.1', port: 0, tls: { certFile: join(dir, 'cert.pem'), keyFile: join(dir, 'key.pem') } })
+    tls = makeSelfSignedCert()
+    cert = tls.cert
+    tlsEdge = await startNodeEdge(config, { host: '127.0.0.1', port: 0, tls: { certFile: tls.certFile, keyFile: tls.keyFile } })
   })
   afterAll(async () => {
     await tlsEdge?.close()
-    rmSync(dir, { recursive: true, force: true })
+    tls.remove()
   })
 
   it('serves a stream over h2 (ALPN) without connection-level headers', async () => {

@@ -1,11 +1,8 @@
-import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import http from 'node:http'
 import https from 'node:https'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { TLSSocket } from 'node:tls'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { makeSelfSignedCert, type TestCert } from '../../../test/support/self-signed-cert.ts'
 import { h2Connect, h2Request, json, startTestNode, type TestNode } from './test-node.ts'
 
 const chatBody = JSON.stringify({ model: 'zl-test-model', messages: [{ role: 'user', content: 'hi' }] })
@@ -69,33 +66,18 @@ describe('plaintext listener', () => {
   })
 })
 
-/** The certificate is generated at test time; only a machine without openssl skips these. */
-const hasOpenssl = (() => {
-  try {
-    execFileSync('openssl', ['version'], { stdio: 'ignore' })
-    return true
-  } catch {
-    return false
-  }
-})()
-
-describe.skipIf(!hasOpenssl)('TLS listener', () => {
-  let dir: string
+describe('TLS listener', () => {
+  let tls: TestCert
   let node: TestNode
   let cert: string
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'zl-tls-'))
-    execFileSync('openssl', [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-      '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
-      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
-    ], { stdio: 'ignore' })
-    cert = readFileSync(join(dir, 'cert.pem'), 'utf8')
-    node = await startTestNode({ allowUnsigned: true, tls: { cert, key: readFileSync(join(dir, 'key.pem'), 'utf8') } })
+    tls = makeSelfSignedCert()
+    cert = tls.cert
+    node = await startTestNode({ allowUnsigned: true, tls: { cert, key: tls.key } })
   })
   afterAll(async () => {
     await node?.close()
-    rmSync(dir, { recursive: true, force: true })
+    tls.remove()
   })
 
   it('negotiates h2 by ALPN', async () => {
