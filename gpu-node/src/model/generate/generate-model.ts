@@ -18,6 +18,11 @@ export interface GenerateModelOptions {
   preset: PresetName
   outDir: string
   seed?: number
+  /**
+   * Also declare Optimum's optional inputs (use_cache_branch, num_logits_to_keep; see
+   * decoder-io.ts). Defaults to the preset's own flag; weights are the same either way.
+   */
+  optionalInputs?: boolean
   /** Progress lines (the CLI prints them). */
   onProgress?: (message: string) => void
 }
@@ -35,7 +40,8 @@ export async function generateModel(options: GenerateModelOptions): Promise<Gene
   const { preset: name, outDir } = options
   const seed = options.seed ?? DEFAULT_SEED
   if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) throw new Error(`seed must be an integer in [0, 2^32), got ${seed}`)
-  const p: ModelPreset = PRESETS[name]
+  const base: ModelPreset = PRESETS[name]
+  const p: ModelPreset = options.optionalInputs === undefined ? base : { ...base, optionalInputs: options.optionalInputs }
   const log = options.onProgress ?? (() => {})
   mkdirSync(outDir, { recursive: true })
 

@@ -4,7 +4,7 @@
  */
 
 import { attend, buildAttentionMask, splitHeads } from './attention-graph.ts'
-import { declareDecoderInputs, declareDecoderOutputs, LOGITS, presentKeyName, presentValueName } from './decoder-io.ts'
+import { declareDecoderInputs, declareDecoderOutputs, LOGITS, logitPositions, presentKeyName, presentValueName } from './decoder-io.ts'
 import { GraphBuilder } from './graph-builder.ts'
 import { BIAS_STD, EMBED_STD, LOGIT_STD, MLP_WRITE_GAIN, POSITION_STD, QK_GAIN, readStd, scaleColumns, writeStd } from './init-scales.ts'
 import { gelu, layerNorm, linear, lmHead } from './layers.ts'
@@ -50,7 +50,7 @@ export function buildGptGraph(p: GptPreset, seed: number, vocabBias: Float32Arra
     h = g.op('Add', [h, linear(g, inner, `${pre}.mlp.c_proj`, 4 * d, d, { std: MLP_WRITE_GAIN * writeStd(4 * d), biasStd: BIAS_STD })])
   }
 
-  lmHead(g, layerNorm(g, h, 'ln_f', d, LN_EPS), d, vocabBias, LOGIT_STD, LOGITS)
+  lmHead(g, logitPositions(g, io, layerNorm(g, h, 'ln_f', d, LN_EPS)), d, vocabBias, LOGIT_STD, LOGITS)
   declareDecoderOutputs(g, p)
   return g.build()
 }

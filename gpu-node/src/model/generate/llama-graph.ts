@@ -5,7 +5,7 @@
  */
 
 import { attend, buildAttentionMask, splitHeads } from './attention-graph.ts'
-import { declareDecoderInputs, declareDecoderOutputs, LOGITS, presentKeyName, presentValueName } from './decoder-io.ts'
+import { declareDecoderInputs, declareDecoderOutputs, LOGITS, logitPositions, presentKeyName, presentValueName } from './decoder-io.ts'
 import { GraphBuilder } from './graph-builder.ts'
 import { EMBED_STD, LOGIT_STD, MLP_WRITE_GAIN, QK_GAIN, readStd, scaleColumns, writeStd } from './init-scales.ts'
 import { linear, lmHead, rmsNorm, silu } from './layers.ts'
@@ -57,7 +57,7 @@ export function buildLlamaGraph(p: LlamaPreset, seed: number, vocabBias: Float32
     h = g.op('Add', [h, linear(g, inner, `${pre}.mlp.down_proj`, p.intermediate, d, { std: MLP_WRITE_GAIN * writeStd(p.intermediate) })])
   }
 
-  lmHead(g, rmsNorm(g, h, 'model.norm', d, p.rmsNormEps), d, vocabBias, LOGIT_STD, LOGITS)
+  lmHead(g, logitPositions(g, io, rmsNorm(g, h, 'model.norm', d, p.rmsNormEps)), d, vocabBias, LOGIT_STD, LOGITS)
   declareDecoderOutputs(g, p)
   return g.build()
 }

@@ -1,6 +1,15 @@
 /** The generated model shapes. Sizes are the whole story: weights come from the seed. */
 
-export interface GptPreset {
+/**
+ * Optional inputs some Hugging Face Optimum exports declare: `use_cache_branch` (bool [1], merged
+ * "--legacy" decoders) and `num_logits_to_keep` (int64 scalar; logits only for the last N
+ * positions). Off by default; weights never depend on it.
+ */
+interface OptionalInputsFlag {
+  optionalInputs?: boolean
+}
+
+export interface GptPreset extends OptionalInputsFlag {
   family: 'gpt2'
   vocabSize: number
   /** Residual width (n_embd). */
@@ -11,7 +20,7 @@ export interface GptPreset {
   maxPositions: number
 }
 
-export interface LlamaPreset {
+export interface LlamaPreset extends OptionalInputsFlag {
   family: 'llama'
   vocabSize: number
   hidden: number
@@ -30,6 +39,8 @@ export type ModelPreset = GptPreset | LlamaPreset
 
 export const PRESETS = {
   tiny: { family: 'gpt2', vocabSize: 512, hidden: 256, layers: 4, heads: 4, maxPositions: 1024 },
+  /** `tiny` (same seed, same weights) that also declares Optimum's optional inputs. */
+  'tiny-optimum-legacy': { family: 'gpt2', vocabSize: 512, hidden: 256, layers: 4, heads: 4, maxPositions: 1024, optionalInputs: true },
   small: { family: 'gpt2', vocabSize: 32000, hidden: 512, layers: 8, heads: 8, maxPositions: 2048 },
   'tiny-llama': {
     family: 'llama', vocabSize: 512, hidden: 256, intermediate: 704, layers: 4, heads: 8, kvHeads: 2,
