@@ -1,0 +1,195 @@
+/**
+ * The issue's target table, and the three outputs built from a run's sections:
+ * bench/results/latest.json (figures under the exact keys of the table, plus raw numbers),
+ * bench/results/latest.md (figure, value, target, pass/miss) and the generated block in
+ * docs/PERFORMANCE.md between the markers below. Sections not run this time are carried over
+ * from the previous latest.json, each with the time and mode of the run that measured it.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { dirname } from 'node:path'
+import type { SectionResult } from './report-types.ts'
+
+export const SECTIONS = ['engine', 'edge', 'cancel', 'ratelimit'] as const
+export type SectionName = (typeof SECTIONS)[number]
+
+export interface Target {
+  key: string
+  /** What the figure is, for the tables. */
+  label: string
+  kind: 'min' | 'max' | 'report' | 'all-of'
+  target?: number
+  /** For 'all-of': the key whose value the figure must equal. */
+  of?: string
+}
+
+export const TARGETS: Target[] = [
+  { key: 'engine.continuous_over_sequential_tokens_per_s', label: 'continuous / one-at-a-time tokens/s (32 streams, 32-token prompts, 96 new tokens)', kind: 'min', target: 4.0 },
+  { key: 'engine.engine_over_raw_ort_tokens_per_s', label: 'engine / raw ONNX Runtime tokens/s (batch 32, same KV widths)', kind: 'min', target: 0.85 },
+  { key: 'engine.static8_over_continuous_p99_ttft', label: 'static-8 / continuous p99 TTFT (Poisson, 80 % of static-8 capacity)', kind: 'min', target: 3.0 },
+  { key: 'engine.idle_ttft_minus_prefill_ms', label: 'idle TTFT − prefill step, ms (direct, one request, median)', kind: 'max', target: 3 },
+  { key: 'engine.event_loop_delay_p99_ms', label: 'event-loop delay p99 on the socket thread under full load, ms', kind: 'max', target: 10 },
+  { key: 'edge.node_added_ttfb_ms_p50_c1', label: 'Node edge added TTFB p50 at concurrency 1, ms (auth + rate limit on)', kind: 'max', target: 1.5 },
+  { key: 'edge.node_added_ttfb_ms_p99_c64', label: 'Node edge added TTFB p99 at concurrency 64, ms', kind: 'max', target: 10 },
+  { key: 'edge.node_requests_per_s_one_core', label: 'Node edge requests/s on one core (instant upstream, non-streaming)', kind: 'min', target: 2000 },
+  { key: 'edge.wrangler_added_ttfb_ms_p50_c1', label: 'wrangler dev added TTFB p50 at concurrency 1, ms', kind: 'report' },
+  { key: 'cancel.stopped_within_two_steps', label: 'disconnected streams whose KV the node freed within two steps', kind: 'all-of', of: 'cancel.tried' },
+  { key: 'ratelimit.check_ms_p50', label: '@upstash/ratelimit check via the local bridge, p50 ms', kind: 'max', target: 2 },
+]
+
+/**
+ * One section in latest.json: its figures as top-level keys (so `engine.continuous_over_…` is
+ * the path to the figure), then the raw numbers, notes and when/how it was measured.
+ */
+/** Numbers shown beside the targets for perspective (paths into latest.json). */
+export const CONTEXT: Array<{ label: string; path: string; unit: string }> = [
+  { label: 'continuous batching, closed batch of 32', path: 'engine.raw.continuous_tok_s', unit: 'tok/s' },
+  { label: 'static batches of 8', path: 'engine.raw.static8_tok_s', unit: 'tok/s' },
+  { label: 'one at a time', path: 'engine.raw.sequential_tok_s', unit: 'tok/s' },
+  { label: 'raw ONNX Runtime at batch 32 over the steady-state KV widths', path: 'engine.raw.raw_ort_tok_s', unit: 'tok/s' },
+  { label: 'ceiling of continuous / one-at-a-time set by raw ONNX Runtime (raw batch-32 rate / one-at-a-time rate)', path: 'engine.raw.continuous_over_sequential_ceiling', unit: '×' },
+  { label: '/healthz probe latency p99 under full load (from outside)', path: 'engine.raw.full_load.healthz_probe_ms.p99', unit: 'ms' },
+  { label: 'bare Hono-on-Node passthrough: added TTFB p50 at concurrency 1 (no auth, no limits)', path: 'edge.raw.bare_hono_added_ttfb_ms_p50_c1', unit: 'ms' },
+  { label: 'bare Hono-on-Node passthrough: requests per CPU-second (same core, same load)', path: 'edge.raw.one_core.bare_hono_passthrough_requests_per_cpu_s', unit: 'req/s' },
+  { label: 'wrangler dev added TTFB p99 at concurrency 64', path: 'edge.wrangler_added_ttfb_ms_p99_c64', unit: 'ms' },
+  { label: 'rate-limit check p99', path: 'ratelimit.raw.requests_check_ms.p99', unit: 'ms' },
+]
+
+function at(latest: Latest, path: string): unknown {
+  let v: unknown = latest
+  for (const part of path.split('.')) v = v && typeof v === 'object' ? (v as Record<string, unknown>)[part] : undefined
+  return v
+}
+
+export interface SectionRecord extends Omit<SectionResult, 'figures'> {
+  [figure: string]: unknown
+  measured_at: string
+  quick: boolean
+  machine: { load1_before: number; load1_after: number; cores: number }
+  duration_s: number
+  error?: string
+}
+
+export type Latest = Partial<Record<SectionName, SectionRecord>> & {
+  generated_at?: string
+  /** Every figure of the target table under its dotted key, with its target and verdict. */
+  targets?: Array<{ key: string; value: number | null; target: string; result: string }>
+}
+
+/** The section record for latest.json: figures first, as top-level keys. */
+export function sectionRecord(result: SectionResult, meta: Pick<SectionRecord, 'measured_at' | 'quick' | 'machine' | 'duration_s' | 'error'>): SectionRecord {
+  const { figures, ...rest } = result
+  return { ...figures, ...rest, ...meta } as SectionRecord
+}
+
+export function readLatest(path: string): Latest {
+  if (!existsSync(path)) return {}
+  try {
+    return JSON.parse(readFileSync(path, 'utf8')) as Latest
+  } catch {
+    return {}
+  }
+}
+
+function lookup(latest: Latest, dotted: string): number | null | undefined {
+  const [section, key] = dotted.split('.') as [SectionName, string]
+  const rec = latest[section]
+  if (!rec) return undefined
+  const v = rec[key]
+  return typeof v === 'number' || v === null ? v : undefined
+}
+
+export interface Verdict {
+  key: string
+  label: string
+  value: number | null | undefined
+  display: string
+  target: string
+  result: 'pass' | 'miss' | 'reported' | 'not run' | 'failed'
+}
+
+export function verdicts(latest: Latest): Verdict[] {
+  return TARGETS.map((t) => {
+    const section = t.key.split('.')[0] as SectionName
+    const value = lookup(latest, t.key)
+    const target = t.kind === 'min' ? `≥ ${t.target}` : t.kind === 'max' ? `≤ ${t.target}` : t.kind === 'report' ? 'reported' : `all of ${t.of!.split('.')[1]}`
+    if (value === undefined) return { key: t.key, label: t.label, value, display: '—', target, result: latest[section]?.error ? 'failed' : 'not run' }
+    if (value === null || !Number.isFinite(value)) return { key: t.key, label: t.label, value: null, display: 'n/a', target, result: 'failed' }
+    if (t.kind === 'all-of') {
+      const of = lookup(latest, t.of!) ?? NaN
+      return { key: t.key, label: t.label, value, display: `${value} / ${of}`, target: `${of} / ${of}`, result: value === of && of > 0 ? 'pass' : 'miss' }
+    }
+    const display = fmt(value)
+    if (t.kind === 'report') return { key: t.key, label: t.label, value, display, target, result: 'reported' }
+    const pass = t.kind === 'min' ? value >= t.target! : value <= t.target!
+    return { key: t.key, label: t.label, value, display, target, result: pass ? 'pass' : 'miss' }
+  })
+}
+
+function fmt(v: number): string {
+  if (Math.abs(v) >= 100) return v.toFixed(0)
+  if (Math.abs(v) >= 10) return v.toFixed(1)
+  return v.toFixed(2)
+}
+
+export function markdownTable(latest: Latest): string {
+  const rows = verdicts(latest)
+  const lines = ['| figure (key in latest.json) | value | target | result |', '|---|---:|---:|:---:|']
+  for (const r of rows) lines.push(`| ${r.label}<br>\`${r.key}\` | ${r.display} | ${r.target} | ${r.result === 'pass' ? '✅ pass' : r.result === 'miss' ? '❌ miss' : r.result} |`)
+  lines.push('')
+  lines.push('| for perspective (same run, no target) | value |')
+  lines.push('|---|---:|')
+  for (const c of CONTEXT) {
+    const v = at(latest, c.path)
+    lines.push(`| ${c.label} | ${typeof v === 'number' && Number.isFinite(v) ? `${fmt(v)} ${c.unit}` : '—'} |`)
+  }
+  lines.push('')
+  lines.push('| section | measured | mode | load average (1 min) before → after, cores | took |')
+  lines.push('|---|---|---|---|---:|')
+  for (const s of SECTIONS) {
+    const rec = latest[s]
+    if (!rec) {
+      lines.push(`| ${s} | not run | | | |`)
+      continue
+    }
+    const m = rec.machine
+    lines.push(`| ${s} | ${rec.measured_at} | ${rec.quick ? 'quick' : 'full'}${rec.error ? ' (failed: ' + oneLine(rec.error) + ')' : ''} | ${m.load1_before.toFixed(2)} → ${m.load1_after.toFixed(2)}, ${m.cores} | ${rec.duration_s.toFixed(0)} s |`)
+  }
+  return lines.join('\n')
+}
+
+function oneLine(s: string): string {
+  return s.split('\n')[0].replace(/\|/g, '/').slice(0, 160)
+}
+
+export function latestMarkdown(latest: Latest): string {
+  const notes = SECTIONS.flatMap((s) => (latest[s]?.notes ?? []).map((n) => `- ${s}: ${n}`))
+  return [
+    '# zerolayer benchmark — latest results',
+    '',
+    `Generated by \`npm run bench\` at ${latest.generated_at ?? new Date().toISOString()}. Every figure is a ratio or difference of two things measured in the same run (medians over rounds where the method says so); absolute numbers are in latest.json.`,
+    '',
+    markdownTable(latest),
+    '',
+    ...(notes.length ? ['Notes:', '', ...notes, ''] : []),
+    '![throughput and p99 TTFT vs offered load](throughput-ttft.svg)',
+    '',
+  ].join('\n')
+}
+
+export const DOC_BEGIN = '<!-- bench:results:begin (generated by bench/run.ts; do not edit by hand) -->'
+export const DOC_END = '<!-- bench:results:end -->'
+
+/** Replaces the generated block of docs/PERFORMANCE.md (appends one if the markers are missing). */
+export function rewriteDocsBlock(docPath: string, latest: Latest): void {
+  const block = [DOC_BEGIN, '', `Latest run: ${latest.generated_at ?? ''} (per-section time, mode and machine load below).`, '', markdownTable(latest), '', DOC_END].join('\n')
+  const text = existsSync(docPath) ? readFileSync(docPath, 'utf8') : '# Performance\n\n'
+  const b = text.indexOf(DOC_BEGIN.slice(0, 28))
+  const e = text.indexOf(DOC_END)
+  const next = b >= 0 && e > b ? text.slice(0, b) + block + text.slice(e + DOC_END.length) : `${text.trimEnd()}\n\n${block}\n`
+  writeFileEnsuringDir(docPath, next)
+}
+
+export function writeFileEnsuringDir(path: string, content: string): void {
+  mkdirSync(dirname(path), { recursive: true })
+  writeFileSync(path, content)
+}

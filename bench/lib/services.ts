@@ -1,0 +1,205 @@
+/**
+ * The processes the HTTP scenarios start: a GPU node (optionally with the event-loop-delay
+ * probe preloaded), the Node edge, wrangler dev, the Upstash bridge over a throwaway
+ * redis-server, and the instant upstream. All on 127.0.0.1, on ports the OS picks, stopped when
+ * the scenario (or the run) ends.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { freePort, startRedis, type RedisProcess } from '../../infra/local/redis-process.ts'
+import { MALLOC_ENV, spawnProc, waitUntil, type Proc } from './procs.ts'
+
+const TSX = ['--import', 'tsx']
+const ELD_PROBE = pathToFileURL(join(import.meta.dirname, '..', 'probe', 'event-loop-delay.ts')).href
+
+export interface EldReading {
+  resolutionMs: number
+  count: number
+  p50: number
+  p90: number
+  p99: number
+  max: number
+}
+
+export interface GpuNode {
+  url: string
+  model: string
+  proc: Proc
+  metricsText(): Promise<string>
+  /** Present when started with `eldProbe`. */
+  eld?: { reset(): Promise<void>; read(): Promise<EldReading> }
+  stop(): Promise<void>
+}
+
+export interface GpuNodeOptions {
+  modelDir: string
+  /** Signed requests only (the edge's secret); else ALLOW_UNSIGNED=1 for direct use. */
+  secret?: string
+  env?: Record<string, string>
+  eldProbe?: boolean
+  cpus?: string
+  /** Extra node flags (diagnostics, e.g. --cpu-prof). */
+  nodeArgs?: string[]
+}
+
+export async function startGpuNode(o: GpuNodeOptions): Promise<GpuNode> {
+  const env: Record<string, string | undefined> = {
+    ...MALLOC_ENV,
+    MODEL_DIR: o.modelDir,
+    HOST: '127.0.0.1',
+    PORT: '0',
+    REGION: 'bench',
+    NODE_ID: 'bench-node',
+    // A benchmark node never heartbeats into anyone's registry.
+    UPSTASH_REDIS_REST_URL: undefined,
+    UPSTASH_REDIS_REST_TOKEN: undefined,
+    EDGE_SHARED_SECRET: o.secret,
+    ALLOW_UNSIGNED: o.secret ? undefined : '1',
+    ...o.env,
+  }
+  const args = [...(o.nodeArgs ?? []), ...TSX, ...(o.eldProbe ? ['--import', ELD_PROBE] : []), 'gpu-node/src/main.ts']
+  const proc = spawnProc('gpu-node', process.execPath, args, { env, ipc: o.eldProbe, ...(o.cpus ? { cpus: o.cpus } : {}) })
+  const ready = await proc.waitFor((_l, j) => j?.msg === 'ready', 120_000).catch(async (e) => {
+    await proc.stop()
+    throw e
+  })
+  const url = String(ready.json!.url)
+  const node: GpuNode = {
+    url,
+    model: String(ready.json!.model),
+    proc,
+    async metricsText() {
+      const res = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(10_000) })
+      return res.text()
+    },
+    stop: () => proc.stop(),
+  }
+  if (o.eldProbe) {
+    let nextId = 1
+    const ask = <T>(type: string): Promise<T> => {
+      const id = nextId++
+      return new Promise<T>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('event-loop-delay probe: no answer')), 10_000)
+        const onMsg = (m: { id?: number } & T) => {
+          if (m?.id !== id) return
+          clearTimeout(timer)
+          proc.child.off('message', onMsg)
+          resolve(m)
+        }
+        proc.child.on('message', onMsg)
+        proc.child.send({ type, id })
+      })
+    }
+    node.eld = { reset: async () => void (await ask('eld-reset')), read: () => ask<EldReading>('eld-read') }
+  }
+  return node
+}
+
+export interface LocalUpstashProcs {
+  restUrl: string
+  restToken: string
+  redis: RedisProcess
+  bridge: Proc
+  stop(): Promise<void>
+}
+
+/** redis-server (free port) plus the Upstash bridge as its own process (DESIGN.md §9). */
+export async function startUpstashProcs(opts: { cpus?: string } = {}): Promise<LocalUpstashProcs> {
+  const restToken = 'zl-bench-upstash-token'
+  const redis = await startRedis({ port: 0 })
+  const port = await freePort()
+  const bridge = spawnProc('upstash-bridge', process.execPath, [...TSX, 'infra/local/upstash-bridge-cli.ts'], {
+    env: { BRIDGE_HOST: '127.0.0.1', BRIDGE_PORT: String(port), REDIS_URL: redis.url, UPSTASH_TOKEN: restToken },
+    ...(opts.cpus ? { cpus: opts.cpus } : {}),
+  })
+  const restUrl = `http://127.0.0.1:${port}`
+  try {
+    await waitUntil('upstash bridge', async () => {
+      const res = await fetch(`${restUrl}/`, { method: 'POST', headers: { authorization: `Bearer ${restToken}` }, body: '["PING"]', signal: AbortSignal.timeout(2000) })
+      return res.ok
+    }, 60_000)
+  } catch (e) {
+    await bridge.stop()
+    await redis.stop()
+    throw e
+  }
+  return {
+    restUrl,
+    restToken,
+    redis,
+    bridge,
+    async stop() {
+      await bridge.stop()
+      await redis.stop()
+    },
+  }
+}
+
+export interface EdgeProc {
+  url: string
+  proc: Proc
+  stop(): Promise<void>
+}
+
+/** The Node edge (edge/src/node.ts) with the given edge environment. */
+export async function startNodeEdge(env: Record<string, string>, opts: { cpus?: string; nodeArgs?: string[] } = {}): Promise<EdgeProc> {
+  const port = await freePort()
+  const proc = spawnProc('node-edge', process.execPath, [...(opts.nodeArgs ?? []), ...TSX, 'edge/src/node.ts'], {
+    env: { ...env, HOST: '127.0.0.1', PORT: String(port) },
+    ...(opts.cpus ? { cpus: opts.cpus } : {}),
+  })
+  await proc.waitFor((_l, j) => j?.msg === 'edge listening', 60_000).catch(async (e) => {
+    await proc.stop()
+    throw e
+  })
+  return { url: `http://127.0.0.1:${port}`, proc, stop: () => proc.stop() }
+}
+
+/** `wrangler dev` offline (infra/local/stack.ts wranglerSpec): env file with single-quoted values. */
+export async function startWranglerDev(env: Record<string, string>): Promise<EdgeProc> {
+  const dir = mkdtempSync(join(tmpdir(), 'zl-bench-wrangler-'))
+  const envFile = join(dir, 'edge.env')
+  for (const [k, v] of Object.entries(env)) if (v.includes("'")) throw new Error(`wrangler env value of ${k} contains a single quote`)
+  writeFileSync(envFile, Object.entries(env).map(([k, v]) => `${k}='${v}'`).join('\n') + '\n')
+  const port = await freePort()
+  const inspector = await freePort()
+  const proc = spawnProc('wrangler-dev', process.execPath, [
+    'node_modules/wrangler/bin/wrangler.js', 'dev', '--ip', '127.0.0.1', '--port', String(port), '--inspector-port', String(inspector),
+    '--persist-to', join(dir, 'state'), '--env-file', envFile, '--show-interactive-dev-session=false', '--log-level', 'warn',
+  ], { env: { CLOUDFLARE_CF_FETCH_ENABLED: 'false', WRANGLER_SEND_METRICS: 'false' } })
+  const url = `http://127.0.0.1:${port}`
+  try {
+    await Promise.race([
+      waitUntil('wrangler dev', async () => (await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2000) })).ok, 120_000, 500),
+      proc.exited.then((code) => {
+        throw new Error(`wrangler dev exited (code ${code}); last output:\n${proc.tail()}`)
+      }),
+    ])
+  } catch (e) {
+    await proc.stop()
+    throw e
+  }
+  return { url, proc, stop: () => proc.stop() }
+}
+
+/** The bench-only instant upstream (probe/instant-upstream.ts). */
+export async function startInstantUpstream(opts: { cpus?: string } = {}): Promise<EdgeProc> {
+  const proc = spawnProc('instant-upstream', process.execPath, [...TSX, 'bench/probe/instant-upstream.ts'], { ...(opts.cpus ? { cpus: opts.cpus } : {}) })
+  const ready = await proc.waitFor((_l, j) => j?.msg === 'ready', 60_000).catch(async (e) => {
+    await proc.stop()
+    throw e
+  })
+  return { url: String(ready.json!.url), proc, stop: () => proc.stop() }
+}
+
+/** The bench-only bare Hono passthrough (probe/bare-hono-passthrough.ts) in front of `upstreamUrl`. */
+export async function startBarePassthrough(upstreamUrl: string, opts: { cpus?: string } = {}): Promise<EdgeProc> {
+  const proc = spawnProc('bare-hono-passthrough', process.execPath, [...TSX, 'bench/probe/bare-hono-passthrough.ts'], { env: { UPSTREAM_URL: upstreamUrl, PORT: '0' }, ...(opts.cpus ? { cpus: opts.cpus } : {}) })
+  const ready = await proc.waitFor((_l, j) => j?.msg === 'ready', 60_000).catch(async (e) => {
+    await proc.stop()
+    throw e
+  })
+  return { url: String(ready.json!.url), proc, stop: () => proc.stop() }
+}

@@ -1,0 +1,76 @@
+/**
+ * Small, dependency-free statistics for the benchmark: percentiles by linear interpolation
+ * between closest ranks (the same definition numpy uses by default), medians over rounds, and a
+ * compact summary of a sample.
+ */
+
+/** The p-th percentile (0..100) of `values`; NaN for an empty sample. Does not modify the input. */
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return NaN
+  const sorted = [...values].sort((a, b) => a - b)
+  if (sorted.length === 1) return sorted[0]
+  const rank = (Math.min(100, Math.max(0, p)) / 100) * (sorted.length - 1)
+  const lo = Math.floor(rank)
+  const hi = Math.ceil(rank)
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo)
+}
+
+export const median = (values: readonly number[]): number => percentile(values, 50)
+
+export function mean(values: readonly number[]): number {
+  if (values.length === 0) return NaN
+  let s = 0
+  for (const v of values) s += v
+  return s / values.length
+}
+
+export interface Summary {
+  n: number
+  p50: number
+  p90: number
+  p99: number
+  max: number
+  mean: number
+}
+
+export function summarize(values: readonly number[]): Summary {
+  return {
+    n: values.length,
+    p50: round(percentile(values, 50)),
+    p90: round(percentile(values, 90)),
+    p99: round(percentile(values, 99)),
+    max: round(values.length ? Math.max(...values) : NaN),
+    mean: round(mean(values)),
+  }
+}
+
+/** Rounds to `digits` significant decimals for reports (keeps NaN/null as null in JSON). */
+export function round(x: number, digits = 3): number {
+  if (!Number.isFinite(x)) return x
+  const f = 10 ** digits
+  return Math.round(x * f) / f
+}
+
+/** A seeded PRNG (mulberry32): the same seed gives the same arrival schedule in every mode. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/** Arrival offsets (ms) of a Poisson process at `ratePerS`: exponential gaps, first arrival at 0. */
+export function poissonArrivals(ratePerS: number, count: number, seed: number): number[] {
+  const rand = seededRandom(seed)
+  const out: number[] = []
+  let t = 0
+  for (let i = 0; i < count; i++) {
+    out.push(t)
+    t += (-Math.log(1 - rand()) / ratePerS) * 1000
+  }
+  return out
+}
