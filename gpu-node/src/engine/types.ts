@@ -54,8 +54,8 @@ export interface EngineObserver {
   onPreempted?(id: string): void
   /**
    * An aborted request's KV was freed: `steps` counts the model steps started after abort()
-   * was called, up to and including the one that released it (1 when idle, 2 when a step was
-   * in flight).
+   * was called, up to and including the one that released it: normally 1, since a step already
+   * in flight when abort() is called is not counted (the release rides on the next one).
    */
   onAbortFreed?(id: string, steps: number): void
 }
