@@ -6,8 +6,10 @@
 import type { EdgeDeps } from './app.ts'
 import type { EdgeConfig } from './config.ts'
 import { createRedisKeyStore, type KeyRedis } from './keys/key-store.ts'
+import { createBatchingLatencyRecorder, type BatchingOptions } from './latency/batching-recorder.ts'
 import { createRedisLatencyReader, createRedisLatencyRecorder, LATENCY_READ_TIMEOUT_MS, LATENCY_WRITE_TIMEOUT_MS, type LatencyRedis } from './latency/redis-latency-store.ts'
 import { withFailurePolicy } from './limits/rate-limiter.ts'
+import { createLeasedLimitStore } from './limits/leased-limit-store.ts'
 import { createUpstashLimitStore, type UpstashRedis } from './limits/upstash-limit-store.ts'
 import { createNodeRegistry, REGISTRY_TIMEOUT_MS, type RegistryRedis } from './routing/node-registry.ts'
 
@@ -34,15 +36,21 @@ export function redisClientOptions(config: EdgeConfig, timeoutMs: number) {
   }
 }
 
-export function createRedisBackedDeps(config: EdgeConfig, redis: RedisFactory): Pick<EdgeDeps, 'keys' | 'limiter' | 'registry' | 'latency' | 'latencyReader'> {
+export interface RedisDepsOptions {
+  /** Sum latency samples in memory and write them per batch (a long-lived process only). */
+  latencyBatching?: BatchingOptions
+}
+
+export function createRedisBackedDeps(config: EdgeConfig, redis: RedisFactory, options: RedisDepsOptions = {}): Pick<EdgeDeps, 'keys' | 'limiter' | 'registry' | 'latency' | 'latencyReader'> {
+  const latencyRedis = redis(LATENCY_WRITE_TIMEOUT_MS)
   return {
     keys: createRedisKeyStore(redis(KEY_LOOKUP_TIMEOUT_MS)),
-    limiter: withFailurePolicy(createUpstashLimitStore(redis(config.rateLimitTimeoutMs)), {
+    limiter: withFailurePolicy(createLeasedLimitStore(createUpstashLimitStore(redis(config.rateLimitTimeoutMs))), {
       mode: config.rateLimitFailureMode,
       timeoutMs: config.rateLimitTimeoutMs,
     }),
     registry: createNodeRegistry({ redis: redis(REGISTRY_TIMEOUT_MS), fallback: config.gpuNodes }),
-    latency: createRedisLatencyRecorder(redis(LATENCY_WRITE_TIMEOUT_MS)),
+    latency: options.latencyBatching ? createBatchingLatencyRecorder(latencyRedis, options.latencyBatching) : createRedisLatencyRecorder(latencyRedis),
     latencyReader: createRedisLatencyReader(redis(LATENCY_READ_TIMEOUT_MS)),
   }
 }

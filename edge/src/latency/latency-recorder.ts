@@ -31,6 +31,8 @@ export interface LatencySample {
 export interface LatencyRecorder {
   /** Resolves when stored; rejects on failure (the caller logs, never retries). */
   record(sample: LatencySample): Promise<void>
+  /** Stores what is buffered now (recorders that batch); resolves when done, never rejects. */
+  flush?(): Promise<void>
 }
 
 /** Every recorder gets every sample; one failing does not stop the others. */

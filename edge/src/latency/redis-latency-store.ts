@@ -1,7 +1,7 @@
 /**
  * The latency histograms in Redis (key scheme: latency-keys.ts). Writing is ONE pipelined
- * request per sample (a dozen HINCRBY/EXPIRE); reading is one pipelined HGETALL per minute (or
- * hour) of the window.
+ * request per sample (a dozen HINCRBY/EXPIRE), or per batch of samples (batching-recorder.ts);
+ * reading is one pipelined HGETALL per minute (or hour) of the window.
  */
 import { bucketIndex } from './histogram.ts'
 import { bucketOf, fieldName, latencyKey, RESOLUTIONS, type Resolution, type StatsScope } from './latency-keys.ts'
@@ -32,22 +32,47 @@ export interface LatencyReader {
   read(scope: StatsScope, resolution: Resolution, first: number, last: number): Promise<LatencyHash[]>
 }
 
+/** The histogram fields one sample increments, per hash key, and how long each hash lives (s). */
+export function sampleIncrements(s: LatencySample, add: (key: string, field: string, ttlSeconds: number) => void): void {
+  const scopes: StatsScope[] = s.tenant === undefined ? [{ kind: 'all' }] : [{ kind: 'all' }, { kind: 'tenant', tenant: s.tenant }]
+  for (const resolution of Object.keys(RESOLUTIONS) as Resolution[]) {
+    const bucket = bucketOf(resolution, s.endedAtMs)
+    const ttl = RESOLUTIONS[resolution].ttlSeconds
+    for (const scope of scopes) {
+      const key = latencyKey(resolution, bucket, scope)
+      add(key, fieldName(s.edge, s.nodeRegion, { kind: 'outcome', outcome: s.outcome }), ttl)
+      if (s.ttfbMs !== undefined) add(key, fieldName(s.edge, s.nodeRegion, { kind: 'ttfb', bucket: bucketIndex(s.ttfbMs) }), ttl)
+      add(key, fieldName(s.edge, s.nodeRegion, { kind: 'total', bucket: bucketIndex(s.totalMs) }), ttl)
+    }
+  }
+}
+
+/** Field increments per hash key, with each hash's lifetime: what one pipeline writes. */
+export type IncrementBatch = Map<string, { ttlSeconds: number; fields: Map<string, number> }>
+
+export function addToBatch(batch: IncrementBatch, key: string, field: string, ttlSeconds: number): void {
+  let hash = batch.get(key)
+  if (!hash) batch.set(key, (hash = { ttlSeconds, fields: new Map() }))
+  hash.fields.set(field, (hash.fields.get(field) ?? 0) + 1)
+}
+
+/** One pipeline: HINCRBY per distinct field, one EXPIRE per hash. */
+export async function writeBatch(redis: LatencyRedis, batch: IncrementBatch): Promise<void> {
+  const pipe = redis.pipeline()
+  for (const [key, { ttlSeconds, fields }] of batch) {
+    for (const [field, n] of fields) pipe.hincrby(key, field, n)
+    pipe.expire(key, ttlSeconds)
+  }
+  await pipe.exec()
+}
+
+/** One pipelined write per sample (Workers: each request's record runs in its own waitUntil). */
 export function createRedisLatencyRecorder(redis: LatencyRedis): LatencyRecorder {
   return {
     async record(s: LatencySample) {
-      const pipe = redis.pipeline()
-      const scopes: StatsScope[] = s.tenant === undefined ? [{ kind: 'all' }] : [{ kind: 'all' }, { kind: 'tenant', tenant: s.tenant }]
-      for (const resolution of Object.keys(RESOLUTIONS) as Resolution[]) {
-        const bucket = bucketOf(resolution, s.endedAtMs)
-        for (const scope of scopes) {
-          const key = latencyKey(resolution, bucket, scope)
-          pipe.hincrby(key, fieldName(s.edge, s.nodeRegion, { kind: 'outcome', outcome: s.outcome }), 1)
-          if (s.ttfbMs !== undefined) pipe.hincrby(key, fieldName(s.edge, s.nodeRegion, { kind: 'ttfb', bucket: bucketIndex(s.ttfbMs) }), 1)
-          pipe.hincrby(key, fieldName(s.edge, s.nodeRegion, { kind: 'total', bucket: bucketIndex(s.totalMs) }), 1)
-          pipe.expire(key, RESOLUTIONS[resolution].ttlSeconds)
-        }
-      }
-      await pipe.exec()
+      const batch: IncrementBatch = new Map()
+      sampleIncrements(s, (key, field, ttl) => addToBatch(batch, key, field, ttl))
+      await writeBatch(redis, batch)
     },
   }
 }

@@ -17,19 +17,22 @@ export interface LimitDecision {
   degraded?: boolean
 }
 
+/** Background work that should outlive the request that started it (Workers' waitUntil). */
+export type Background = (work: Promise<unknown>) => void
+
 /** What a limit store does; refusals are decisions, failures are thrown. */
 export interface LimitStore {
-  /** One request against `rpm` per minute. */
-  requests(keyId: string, rpm: number): Promise<LimitDecision>
+  /** `units` requests (default 1) against `rpm` per minute. */
+  requests(keyId: string, rpm: number, opts?: { units?: number; background?: Background }): Promise<LimitDecision>
   /** Charges `cost` tokens against `tpm` per minute; a refused charge is not kept. */
-  tokens(keyId: string, tpm: number, cost: number): Promise<LimitDecision>
+  tokens(keyId: string, tpm: number, cost: number, opts?: { background?: Background }): Promise<LimitDecision>
   /** Gives back `cost` tokens charged earlier. */
   refund(keyId: string, tpm: number, cost: number): Promise<void>
 }
 
 export interface RateLimiter {
-  checkRequests(keyId: string, rpm: number): Promise<LimitDecision>
-  chargeTokens(keyId: string, tpm: number, cost: number): Promise<LimitDecision>
+  checkRequests(keyId: string, rpm: number, background?: Background): Promise<LimitDecision>
+  chargeTokens(keyId: string, tpm: number, cost: number, background?: Background): Promise<LimitDecision>
   /** Never throws: a refund lost to a store failure is counted, not reported to the client. */
   refundTokens(keyId: string, tpm: number, cost: number): Promise<void>
   /** Store failures (errors and timeouts) since this isolate started: a metric. */
@@ -61,8 +64,8 @@ export function withFailurePolicy(store: LimitStore, policy: FailurePolicy): Rat
   }
 
   return {
-    checkRequests: (keyId, rpm) => decide(rpm, () => store.requests(keyId, rpm)),
-    chargeTokens: (keyId, tpm, cost) => decide(tpm, () => store.tokens(keyId, tpm, cost)),
+    checkRequests: (keyId, rpm, background) => decide(rpm, () => store.requests(keyId, rpm, background ? { background } : {})),
+    chargeTokens: (keyId, tpm, cost, background) => decide(tpm, () => store.tokens(keyId, tpm, cost, background ? { background } : {})),
     async refundTokens(keyId, tpm, cost) {
       const result = await within(policy.timeoutMs, () => store.refund(keyId, tpm, cost).then(() => true))
       if (result !== true) failures++

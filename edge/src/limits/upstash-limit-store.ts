@@ -29,8 +29,9 @@ export function createUpstashLimitStore(redis: UpstashRedis): LimitStore {
   const forTokens = (tpm: number) => memo(tokenLimiters, tpm, () => make(TOKENS_PREFIX, Ratelimit.tokenBucket(tpm / 60, '1 s', tpm)))
 
   return {
-    async requests(keyId, rpm) {
-      return toDecision(await forRequests(rpm).limit(keyId))
+    async requests(keyId, rpm, opts) {
+      const units = opts?.units ?? 1
+      return toDecision(await forRequests(rpm).limit(keyId, units === 1 ? undefined : { rate: units }))
     },
     async tokens(keyId, tpm, cost) {
       const limiter = forTokens(tpm)

@@ -35,7 +35,7 @@ export function rateLimitHeaders(now: () => number): MiddlewareHandler<AppEnv> {
 export function limitRequests(limiter: RateLimiter, now: () => number): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const { keyId, rpm } = c.get('principal')
-    const decision = await limiter.checkRequests(keyId, rpm)
+    const decision = await limiter.checkRequests(keyId, rpm, c.get('waitUntil'))
     c.get('rateLimit').requests = decision
     if (!decision.success) {
       throw refusal(decision, now(), `Rate limit reached: this key allows ${rpm} requests per minute.`)
@@ -54,7 +54,7 @@ export function limitTokens(limiter: RateLimiter, now: () => number): Middleware
     const { keyId, tpm } = c.get('principal')
     const { body, gen } = c.get('generate')
     const cost = tokenCost(body.byteLength, gen.maxTokens)
-    const decision = await limiter.chargeTokens(keyId, tpm, cost)
+    const decision = await limiter.chargeTokens(keyId, tpm, cost, c.get('waitUntil'))
     state.tokens = decision
     if (!decision.success) {
       const message = cost > tpm

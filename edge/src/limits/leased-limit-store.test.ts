@@ -1,0 +1,162 @@
+/**
+ * Leases over the real store: @upstash/ratelimit through the local Upstash bridge into
+ * redis-server. The exact store is only wrapped to count its calls.
+ */
+import { Redis } from '@upstash/redis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startLocalUpstash, type LocalUpstash } from '../../../infra/local/local-upstash.ts'
+import { createLeasedLimitStore } from './leased-limit-store.ts'
+import type { Background, LimitDecision, LimitStore } from './rate-limiter.ts'
+import { createUpstashLimitStore } from './upstash-limit-store.ts'
+
+let up: LocalUpstash
+let redis: Redis
+
+beforeAll(async () => {
+  up = await startLocalUpstash()
+  redis = new Redis({ url: up.restUrl, token: up.restToken, enableTelemetry: false, enableAutoPipelining: false })
+})
+afterAll(async () => {
+  await up?.stop()
+})
+
+let seq = 0
+const keyId = () => `lease-${process.pid}-${Date.now()}-${seq++}`
+
+/** The exact store, counting the Redis calls made and those answered so far. */
+function counted(store: LimitStore): LimitStore & { calls: number; answered: number } {
+  const c = {
+    calls: 0,
+    answered: 0,
+    requests: (...a: Parameters<LimitStore['requests']>) => track(store.requests(...a)),
+    tokens: (...a: Parameters<LimitStore['tokens']>) => track(store.tokens(...a)),
+    refund: (...a: Parameters<LimitStore['refund']>) => track(store.refund(...a)),
+  }
+  function track<T>(p: Promise<T>): Promise<T> {
+    c.calls++
+    return p.finally(() => c.answered++)
+  }
+  return c
+}
+
+/** Whether `decide` was answered without waiting for Redis (a refill may start in the background). */
+async function decidedLocally(exact: { answered: number }, decide: () => Promise<unknown>): Promise<boolean> {
+  const before = exact.answered
+  await decide()
+  return exact.answered === before
+}
+
+/** Collects refills so a test can wait for them (the Workers entry hands them to waitUntil). */
+function tracker(): { background: Background; settled(): Promise<void> } {
+  const work: Promise<unknown>[] = []
+  return { background: (p) => void work.push(p), settled: async () => void (await Promise.allSettled(work)) }
+}
+
+describe('leased limit store', () => {
+  it('admits a busy key mostly from its lease: far fewer Redis decisions than requests', async () => {
+    const exact = counted(createUpstashLimitStore(redis))
+    const store = createLeasedLimitStore(exact, { ttlMs: 60_000, maxFraction: 1 / 32 })
+    const id = keyId()
+    const bg = tracker()
+    let admitted = 0
+    for (let i = 0; i < 400; i++) {
+      const d = await store.requests(id, 100_000, { background: bg.background })
+      if (d.success) admitted++
+      // Let a refill in flight land, as time between real requests would.
+      if (i % 10 === 9) await bg.settled()
+    }
+    await bg.settled()
+    expect(admitted).toBe(400)
+    expect(exact.calls).toBeLessThan(400 / 4)
+    // Redis counted every admitted request (leased ones when taken), never fewer.
+    const counted_ = await windowCount(id)
+    expect(counted_).toBeGreaterThanOrEqual(400)
+  })
+
+  it('never leases small limits: 30 concurrent against rpm 10 admit exactly 10', async () => {
+    const exact = counted(createUpstashLimitStore(redis))
+    const store = createLeasedLimitStore(exact)
+    const id = keyId()
+    await awayFromWindowEdge()
+    const results = await Promise.all(Array.from({ length: 30 }, () => store.requests(id, 10)))
+    expect(results.filter((d) => d.success)).toHaveLength(10)
+    expect(exact.calls).toBe(30)
+  })
+
+  it('two isolates sharing one budget never admit more than the limit; every refusal is Redis’s', async () => {
+    const limit = 640
+    const id = keyId()
+    await awayFromWindowEdge()
+    const isolates = [0, 1].map(() => createLeasedLimitStore(createUpstashLimitStore(redis), { ttlMs: 60_000, maxFraction: 1 / 32 }))
+    const bg = tracker()
+    let admitted = 0
+    const refusals: Array<{ remaining: number; resetAtMs: number }> = []
+    for (let i = 0; i < 900; i++) {
+      const d = await isolates[i % 2]!.requests(id, limit, { background: bg.background })
+      if (d.success) admitted++
+      else refusals.push(d)
+      if (i % 7 === 6) await bg.settled()
+    }
+    await bg.settled()
+    expect(admitted).toBeLessThanOrEqual(limit)
+    // Leases can refuse a little early: per isolate, at most one unspent lease (limit / 32) plus
+    // one refill that overshot (Redis counts it but refuses it, so it is never spent).
+    expect(admitted).toBeGreaterThanOrEqual(limit - 4 * (limit / 32))
+    expect(refusals.length).toBeGreaterThan(0)
+    for (const r of refusals) expect(r.remaining).toBe(0)
+  })
+
+  it('spends tokens from a lease and takes refunds back into it', async () => {
+    const exact = counted(createUpstashLimitStore(redis))
+    const store = createLeasedLimitStore(exact, { ttlMs: 60_000, maxFraction: 1 / 32 })
+    const id = keyId()
+    const bg = tracker()
+    const tpm = 3_200_000
+    const first = await store.tokens(id, tpm, 1000, { background: bg.background })
+    expect(first.remaining).toBe(tpm - 1000)
+    await bg.settled()
+    let leased!: LimitDecision
+    expect(await decidedLocally(exact, async () => void (leased = await store.tokens(id, tpm, 1000, { background: bg.background })))).toBe(true)
+    expect(leased.success).toBe(true)
+    // What the client is shown is what is really unspent: Redis's remaining plus the lease.
+    expect(leased.remaining).toBeLessThanOrEqual(first.remaining - 1000)
+    expect(await decidedLocally(exact, () => store.refund(id, tpm, 1000))).toBe(true)
+    await bg.settled()
+  })
+
+  it('a charge larger than the lease goes to Redis, which refuses what does not fit', async () => {
+    const store = createLeasedLimitStore(createUpstashLimitStore(redis))
+    const id = keyId()
+    const d = await store.tokens(id, 6400, 7000)
+    expect(d.success).toBe(false)
+  })
+
+  it('a lease that lapsed is not spent', async () => {
+    let t = 1_000_000
+    const exact = counted(createUpstashLimitStore(redis))
+    const store = createLeasedLimitStore(exact, { ttlMs: 1000, maxFraction: 1 / 32, now: () => t })
+    const id = keyId()
+    const bg = tracker()
+    await store.requests(id, 100_000, { background: bg.background })
+    await store.requests(id, 100_000, { background: bg.background })
+    await bg.settled()
+    expect(await decidedLocally(exact, () => store.requests(id, 100_000, { background: bg.background }))).toBe(true)
+    await bg.settled()
+    t += 1001
+    expect(await decidedLocally(exact, () => store.requests(id, 100_000, { background: bg.background }))).toBe(false)
+  })
+})
+
+/** Requests counted in the current sliding-window bucket of `id` (the library's key layout). */
+async function windowCount(id: string): Promise<number> {
+  const keys = await redis.keys(`zl:rl:req:${id}:*`)
+  let total = 0
+  for (const k of keys) total += Number((await redis.get<number>(k)) ?? 0)
+  return total
+}
+
+/** The window rolls over on the minute: start a burst that must fit in one window away from it. */
+async function awayFromWindowEdge(): Promise<void> {
+  const into = Date.now() % 60_000
+  if (into > 55_000) await new Promise((r) => setTimeout(r, 60_000 - into + 10))
+}

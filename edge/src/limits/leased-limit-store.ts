@@ -1,0 +1,141 @@
+/**
+ * Leases in front of the Redis limit store, so a busy key's requests are admitted without a
+ * Redis round trip on their path — the time a gateway adds is mostly that round trip.
+ *
+ * Per key and limit, this isolate takes a small block of units (requests or tokens) from Redis
+ * in ONE atomic @upstash/ratelimit call and spends it locally, refilling in the background
+ * before it runs out. The rules keep the budget honest:
+ * - Redis is still the only source of admissions: a leased unit was counted in Redis when it
+ *   was taken, so all isolates together never admit more than the limit (refusals can come a
+ *   little early while other isolates hold unspent units; those lapse after `ttlMs`).
+ * - Every refusal is Redis's own answer (the exact path), so 429s and their retry-after are real.
+ * - A lease is at most `maxFraction` of the limit, at most half of what Redis says is left, and at
+ *   most what this isolate spent in the last `ttlMs`: small limits (below 2 / maxFraction) and
+ *   quiet keys never lease and take the exact path on every request, and a lapsed lease wastes
+ *   at most one lease period of this isolate's own traffic.
+ * - Units are used at most `ttlMs` after they were taken, so a sliding window counts them within
+ *   that much of when they were spent.
+ * - A failed or refused refill changes nothing: the next request that finds the lease empty
+ *   takes the exact path (with the failure policy of rate-limiter.ts around it).
+ */
+import type { Background, LimitDecision, LimitStore } from './rate-limiter.ts'
+
+export interface LeaseOptions {
+  /** Longest a leased unit may be spent after it was taken (ms). */
+  ttlMs: number
+  /** Largest lease as a fraction of the limit. */
+  maxFraction: number
+  now?: () => number
+  /** Keys (kind × key × limit) kept per isolate; the table is cleared when full. */
+  maxEntries?: number
+}
+
+export const DEFAULT_LEASE: LeaseOptions = { ttlMs: 1000, maxFraction: 1 / 32 }
+
+
+interface Lease {
+  /** Units taken from Redis and not spent yet (valid until expiresAtMs). */
+  units: number
+  expiresAtMs: number
+  /** Redis's last answer for this key (remaining after everything leased so far). */
+  last?: LimitDecision
+  /** When the refill in flight started (0: none). A stuck one is ignored after STUCK_MS. */
+  refillSinceMs: number
+  /** Units spent in the current and the previous ttl period: this isolate's demand. */
+  spent: number
+  spentBefore: number
+  periodStartMs: number
+}
+
+/** A refill that has not answered in this long is treated as lost (its units never arrive). */
+const STUCK_MS = 5000
+
+export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions = DEFAULT_LEASE): LimitStore {
+  const now = options.now ?? Date.now
+  const maxEntries = options.maxEntries ?? 10_000
+  const leases = new Map<string, Lease>()
+
+  const leaseOf = (id: string): Lease => {
+    let lease = leases.get(id)
+    if (!lease) {
+      if (leases.size >= maxEntries) leases.clear()
+      lease = { units: 0, expiresAtMs: 0, refillSinceMs: 0, spent: 0, spentBefore: 0, periodStartMs: now() }
+      leases.set(id, lease)
+    }
+    return lease
+  }
+
+  const noteSpent = (lease: Lease, units: number, at: number) => {
+    const periods = Math.floor((at - lease.periodStartMs) / options.ttlMs)
+    if (periods > 0) {
+      lease.spentBefore = periods === 1 ? lease.spent : 0
+      lease.spent = 0
+      lease.periodStartMs += periods * options.ttlMs
+    }
+    lease.spent += units
+  }
+
+  /** Starts a background refill when the lease is low and a lease would be worth having. */
+  const maybeRefill = (lease: Lease, limit: number, take: (units: number) => Promise<LimitDecision>, background: Background | undefined) => {
+    const at = now()
+    if (lease.refillSinceMs !== 0 && at - lease.refillSinceMs < STUCK_MS) return
+    const size = Math.floor(Math.min(limit * options.maxFraction, (lease.last?.remaining ?? 0) / 2, Math.max(lease.spent, lease.spentBefore)))
+    if (size < 2) return
+    const live = at < lease.expiresAtMs ? lease.units : 0
+    if (live * 2 > size) return
+    lease.refillSinceMs = at
+    const since = at
+    const work = take(size).then(
+      (decision) => {
+        if (lease.refillSinceMs !== since) return
+        lease.last = decision
+        if (!decision.success) return
+        const t = now()
+        lease.units = (t < lease.expiresAtMs ? lease.units : 0) + size
+        lease.expiresAtMs = t + options.ttlMs
+      },
+      () => {},
+    ).finally(() => {
+      if (lease.refillSinceMs === since) lease.refillSinceMs = 0
+    })
+    background?.(work)
+  }
+
+  const spend = async (id: string, limit: number, cost: number, take: (units: number) => Promise<LimitDecision>, background: Background | undefined): Promise<LimitDecision> => {
+    const lease = leaseOf(id)
+    const at = now()
+    noteSpent(lease, cost, at)
+    if (at < lease.expiresAtMs && lease.units >= cost && lease.last) {
+      lease.units -= cost
+      maybeRefill(lease, limit, take, background)
+      return { success: true, limit, remaining: Math.max(0, lease.last.remaining + lease.units), resetAtMs: lease.last.resetAtMs }
+    }
+    // The exact path: Redis decides this request (and any refusal is its own).
+    const decision = await take(cost)
+    lease.last = decision.success ? { ...decision, remaining: Math.max(0, decision.remaining - liveUnits(lease, now())) } : decision
+    if (decision.success) maybeRefill(lease, limit, take, background)
+    return decision
+  }
+
+  return {
+    requests: (keyId, rpm, opts) =>
+      spend(`r|${keyId}|${rpm}`, rpm, opts?.units ?? 1, (units) => exact.requests(keyId, rpm, { units }), opts?.background),
+    tokens: (keyId, tpm, cost, opts) =>
+      spend(`t|${keyId}|${tpm}`, tpm, cost, (units) => exact.tokens(keyId, tpm, units), opts?.background),
+    async refund(keyId, tpm, cost) {
+      // A live lease takes the tokens back (they are still counted as spent in Redis, and will be
+      // spent here within the lease period); otherwise Redis gets them back.
+      const lease = leases.get(`t|${keyId}|${tpm}`)
+      if (lease && now() < lease.expiresAtMs) {
+        lease.units += cost
+        return
+      }
+      await exact.refund(keyId, tpm, cost)
+    },
+  }
+}
+
+/** Unspent units the lease still holds at `at`: the remaining Redis reports already excludes them. */
+function liveUnits(lease: Lease, at: number): number {
+  return at < lease.expiresAtMs ? lease.units : 0
+}
