@@ -65,8 +65,13 @@ export function attend(g: GraphBuilder, a: AttentionArgs): string {
   const group = a.heads / a.kvHeads
   const scaled = g.op('Mul', [a.query, g.floatScalar(1 / Math.sqrt(a.headDim))])
   const folded = group === 1 ? scaled : g.op('Reshape', [scaled, g.ints([0, a.kvHeads, -1, a.headDim])])
-  const keyT = g.op('Transpose', [presentKey], { perm: { ints: [0, 1, 3, 2] } }) // [B,Hkv,D,T]
-  let scores = g.op('MatMul', [folded, keyT]) // [B,Hkv,G*S,T]
+  // Scores as K·Qᵀ, then transposed: the cache is read in place as the streamed GEMM operand.
+  // Q·Kᵀ made ONNX Runtime (CPU) either materialise Kᵀ (a copy of the whole cache per layer per
+  // step) or, once fused to FusedMatMul with the scale as alpha, pack Kᵀ in its GEMM. Only the
+  // small Qᵀ and the [.., T, G·S] scores are transposed here.
+  const queryT = g.op('Transpose', [folded], { perm: { ints: [0, 1, 3, 2] } }) // [B,Hkv,D,G*S]
+  const scoresT = g.op('MatMul', [presentKey, queryT]) // [B,Hkv,T,G*S]
+  let scores = g.op('Transpose', [scoresT], { perm: { ints: [0, 1, 3, 2] } }) // [B,Hkv,G*S,T]
   if (group !== 1) scores = g.op('Reshape', [scores, g.ints([0, a.heads, -1, 0])]) // [B,H,S,T]
   const probs = g.op('Softmax', [g.op('Add', [scores, a.mask])], { axis: { int: -1 } })
   const probsFolded = group === 1 ? probs : g.op('Reshape', [probs, g.ints([0, a.kvHeads, -1, 0])])

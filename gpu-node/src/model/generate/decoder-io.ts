@@ -7,10 +7,11 @@
  * With `optionalInputs` the graph also declares, after the past tensors,
  *   use_cache_branch [1] bool (merged "--legacy" exports; ours computes the same either way)
  *   num_logits_to_keep [] i64 (logits only for the last N positions: [B,N,V]; 0 keeps all)
+ * and with `logitsToKeep` only num_logits_to_keep.
  */
 
 import type { GraphBuilder } from './graph-builder.ts'
-import { headDim, kvHeadCount, type ModelPreset } from './presets.ts'
+import { declaresLogitsToKeep, headDim, kvHeadCount, type ModelPreset } from './presets.ts'
 
 const BATCH = 'batch_size'
 const SEQ = 'sequence_length'
@@ -38,10 +39,11 @@ export const NUM_LOGITS_TO_KEEP = 'num_logits_to_keep'
 const KEPT = 'num_logits_to_keep_length'
 
 /** Input names in declaration order. */
-export function decoderInputNames(layers: number, optionalInputs = false): string[] {
+export function decoderInputNames(layers: number, optionalInputs = false, logitsToKeep = optionalInputs): string[] {
   const names = ['input_ids', 'attention_mask', 'position_ids']
   for (let i = 0; i < layers; i++) names.push(pastKeyName(i), pastValueName(i))
-  if (optionalInputs) names.push(USE_CACHE_BRANCH, NUM_LOGITS_TO_KEEP)
+  if (optionalInputs) names.push(USE_CACHE_BRANCH)
+  if (optionalInputs || logitsToKeep) names.push(NUM_LOGITS_TO_KEEP)
   return names
 }
 
@@ -65,30 +67,28 @@ export function declareDecoderInputs(g: GraphBuilder, p: ModelPreset): DecoderIn
     inputs.pastKeys.push(g.input(pastKeyName(i), 'float32', kvShape))
     inputs.pastValues.push(g.input(pastValueName(i), 'float32', kvShape))
   }
-  if (p.optionalInputs) {
-    inputs.useCacheBranch = g.input(USE_CACHE_BRANCH, 'bool', [1])
-    inputs.numLogitsToKeep = g.input(NUM_LOGITS_TO_KEEP, 'int64', [])
-  }
+  if (p.optionalInputs) inputs.useCacheBranch = g.input(USE_CACHE_BRANCH, 'bool', [1])
+  if (declaresLogitsToKeep(p)) inputs.numLogitsToKeep = g.input(NUM_LOGITS_TO_KEEP, 'int64', [])
   return inputs
 }
 
 /**
  * The final hidden states [B,S,d] the LM head reads. Without optional inputs, `h` itself. With
- * them: h[:, -N:, :] for N = num_logits_to_keep (N = 0 or N >= S keeps every position, as in
- * transformers), then Where(use_cache_branch, x, x), which keeps the input connected without
- * changing a value (real merged exports pick a subgraph with it; ours has one path).
+ * num_logits_to_keep: h[:, -N:, :] (N = 0 or N >= S keeps every position, as in transformers).
+ * With use_cache_branch: then Where(use_cache_branch, x, x), which keeps the input connected
+ * without changing a value (real merged exports pick a subgraph with it; ours has one path).
  */
 export function logitPositions(g: GraphBuilder, io: DecoderInputs, h: string): string {
-  if (io.numLogitsToKeep === undefined || io.useCacheBranch === undefined) return h
+  if (io.numLogitsToKeep === undefined) return h
   const start = g.op('Unsqueeze', [g.op('Neg', [io.numLogitsToKeep]), g.ints([0])])
   const kept = g.op('Slice', [h, start, g.ints([Number.MAX_SAFE_INTEGER]), g.ints([1])])
-  return g.op('Where', [io.useCacheBranch, kept, kept])
+  return io.useCacheBranch === undefined ? kept : g.op('Where', [io.useCacheBranch, kept, kept])
 }
 
 /** Declares the outputs; the graph must already have produced values of these names. */
 export function declareDecoderOutputs(g: GraphBuilder, p: ModelPreset): void {
   const kvShape = [BATCH, kvHeadCount(p), TOTAL, headDim(p)]
-  g.output(LOGITS, 'float32', [BATCH, p.optionalInputs ? KEPT : SEQ, p.vocabSize])
+  g.output(LOGITS, 'float32', [BATCH, declaresLogitsToKeep(p) ? KEPT : SEQ, p.vocabSize])
   for (let i = 0; i < p.layers; i++) {
     g.output(presentKeyName(i), 'float32', kvShape)
     g.output(presentValueName(i), 'float32', kvShape)

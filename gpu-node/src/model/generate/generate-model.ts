@@ -1,10 +1,12 @@
 /**
  * Writes a complete generated model directory in the layout of a Hugging Face Optimum
  * "decoder with past" export: model.onnx, config.json, generation_config.json,
- * tokenizer.json, tokenizer_config.json. Same preset and seed => byte-identical files.
+ * tokenizer.json, tokenizer_config.json, plus GENERATOR_STAMP. Same preset and seed =>
+ * byte-identical files. Every file is written beside its target and renamed, so a reader (or a
+ * second process regenerating the same directory) never sees a half-written file.
  */
 
-import { mkdirSync, renameSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { buildGptGraph } from './gpt-graph.ts'
 import { buildLlamaGraph } from './llama-graph.ts'
@@ -23,6 +25,8 @@ export interface GenerateModelOptions {
    * decoder-io.ts). Defaults to the preset's own flag; weights are the same either way.
    */
   optionalInputs?: boolean
+  /** Declare `num_logits_to_keep` alone; defaults to the preset's own flag. */
+  logitsToKeep?: boolean
   /** Progress lines (the CLI prints them). */
   onProgress?: (message: string) => void
 }
@@ -33,6 +37,22 @@ export interface GeneratedModel {
   modelBytes: number
 }
 
+/**
+ * Bump whenever the generated files change for the same preset and seed (graph structure,
+ * declared inputs, weights). Cached model directories whose stamp differs are regenerated
+ * (ensure-model.ts), so nobody keeps benchmarking or serving a stale graph.
+ *   2: scores as K·Qᵀ (no copy of the key cache), `num_logits_to_keep` on the small presets.
+ */
+export const GENERATOR_VERSION = '2'
+/** The file in a generated directory holding GENERATOR_VERSION; written last. */
+export const GENERATOR_STAMP = 'zerolayer-generator-version'
+
+/** True when `dir` holds a complete model made by this generator version. */
+export function isCurrentGeneratedModel(dir: string): boolean {
+  const stamp = join(dir, GENERATOR_STAMP)
+  return existsSync(join(dir, 'model.onnx')) && existsSync(stamp) && readFileSync(stamp, 'utf8').trim() === GENERATOR_VERSION
+}
+
 const ONNX_IR_VERSION = 8
 const ONNX_OPSET = 17
 
@@ -41,7 +61,11 @@ export async function generateModel(options: GenerateModelOptions): Promise<Gene
   const seed = options.seed ?? DEFAULT_SEED
   if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) throw new Error(`seed must be an integer in [0, 2^32), got ${seed}`)
   const base: ModelPreset = PRESETS[name]
-  const p: ModelPreset = options.optionalInputs === undefined ? base : { ...base, optionalInputs: options.optionalInputs }
+  const p: ModelPreset = {
+    ...base,
+    ...(options.optionalInputs === undefined ? {} : { optionalInputs: options.optionalInputs }),
+    ...(options.logitsToKeep === undefined ? {} : { logitsToKeep: options.logitsToKeep }),
+  }
   const log = options.onProgress ?? (() => {})
   mkdirSync(outDir, { recursive: true })
 
@@ -58,19 +82,28 @@ export async function generateModel(options: GenerateModelOptions): Promise<Gene
 
   // Write beside the target and rename, so a reader never sees a half-written model.onnx.
   const modelPath = join(outDir, 'model.onnx')
-  const partial = `${modelPath}.partial-${process.pid}`
+  const partial = partialPath(modelPath)
   const modelBytes = writeOnnxModel(partial, {
     irVersion: ONNX_IR_VERSION,
     opsetVersion: ONNX_OPSET,
     producerName: 'zerolayer-generate',
-    producerVersion: '1',
+    producerVersion: GENERATOR_VERSION,
     graph,
     metadata: { 'zerolayer.preset': name, 'zerolayer.seed': String(seed) },
   })
   renameSync(partial, modelPath)
+  writeAtomic(join(outDir, GENERATOR_STAMP), `${GENERATOR_VERSION}\n`)
   return { outDir, modelBytes }
 }
 
 function writeJson(path: string, value: unknown): void {
-  writeFileSync(path, `${JSON.stringify(value, null, 2)}\n`)
+  writeAtomic(path, `${JSON.stringify(value, null, 2)}\n`)
 }
+
+function writeAtomic(path: string, text: string): void {
+  const partial = partialPath(path)
+  writeFileSync(partial, text)
+  renameSync(partial, path)
+}
+
+const partialPath = (path: string): string => `${path}.partial-${process.pid}`

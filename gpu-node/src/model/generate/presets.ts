@@ -7,6 +7,12 @@
  */
 interface OptionalInputsFlag {
   optionalInputs?: boolean
+  /**
+   * Declares `num_logits_to_keep` alone (as newer Optimum exports do). The runner feeds 1, so a
+   * prefill computes the LM head (V×d per position, ~40 % of `small`'s FLOPs) for the last
+   * position only instead of every prompt position.
+   */
+  logitsToKeep?: boolean
 }
 
 export interface GptPreset extends OptionalInputsFlag {
@@ -41,14 +47,14 @@ export const PRESETS = {
   tiny: { family: 'gpt2', vocabSize: 512, hidden: 256, layers: 4, heads: 4, maxPositions: 1024 },
   /** `tiny` (same seed, same weights) that also declares Optimum's optional inputs. */
   'tiny-optimum-legacy': { family: 'gpt2', vocabSize: 512, hidden: 256, layers: 4, heads: 4, maxPositions: 1024, optionalInputs: true },
-  small: { family: 'gpt2', vocabSize: 32000, hidden: 512, layers: 8, heads: 8, maxPositions: 2048 },
+  small: { family: 'gpt2', vocabSize: 32000, hidden: 512, layers: 8, heads: 8, maxPositions: 2048, logitsToKeep: true },
   'tiny-llama': {
     family: 'llama', vocabSize: 512, hidden: 256, intermediate: 704, layers: 4, heads: 8, kvHeads: 2,
     maxPositions: 2048, ropeTheta: 10000, rmsNormEps: 1e-6,
   },
   'small-llama': {
     family: 'llama', vocabSize: 32000, hidden: 512, intermediate: 1408, layers: 8, heads: 8, kvHeads: 2,
-    maxPositions: 2048, ropeTheta: 10000, rmsNormEps: 1e-6,
+    maxPositions: 2048, ropeTheta: 10000, rmsNormEps: 1e-6, logitsToKeep: true,
   },
 } as const satisfies Record<string, ModelPreset>
 
@@ -62,6 +68,11 @@ export function isPresetName(name: string): name is PresetName {
 
 export function headDim(p: ModelPreset): number {
   return p.hidden / p.heads
+}
+
+/** Whether the graph declares `num_logits_to_keep` (either flag). */
+export function declaresLogitsToKeep(p: ModelPreset): boolean {
+  return p.optionalInputs === true || p.logitsToKeep === true
 }
 
 /** KV heads in past/present (GPT-2 style models have one per query head). */
