@@ -3,6 +3,7 @@
  * (Hono context variables). Each variable is set by exactly one middleware, named beside it.
  */
 import type { DialectCodec } from '../../shared/src/dialects/index.ts'
+import type { Digest } from '../../shared/src/digest.ts'
 import type { Dialect, GenerateRequest } from '../../shared/src/generation.ts'
 import type { TraceContext } from '../../shared/src/trace-context.ts'
 import type { EdgeConfig } from './config.ts'
@@ -34,6 +35,8 @@ export interface EdgeDeps {
   waitUntil?: (work: Promise<unknown>) => void
   /** Epoch ms; tests may pin it. */
   now?: () => number
+  /** sha256 of API keys and the request signature (default: Web Crypto; the Node entry: node:crypto). */
+  digest?: Digest
 }
 
 /** The validated generate request and the exact bytes that are forwarded. */

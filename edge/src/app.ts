@@ -6,6 +6,7 @@
  */
 import { Hono } from 'hono'
 import { getDialect } from '../../shared/src/dialects/index.ts'
+import { webDigest } from '../../shared/src/digest.ts'
 import type { AppEnv, EdgeDeps } from './app-env.ts'
 import { dashboardFile, dashboardPage } from './dashboard/dashboard-route.ts'
 import { latencyStats } from './dashboard/stats-route.ts'
@@ -27,6 +28,7 @@ const GENERATE_DIALECTS = ['openai-chat', 'openai-completions', 'anthropic-messa
 
 export function createApp(deps: EdgeDeps): Hono<AppEnv> {
   const now = deps.now ?? Date.now
+  const digest = deps.digest ?? webDigest
   const { config, limiter, registry } = deps
   const keys = new KeyCache(deps.keys, now)
   const codecs = GENERATE_DIALECTS.map(getDialect)
@@ -45,16 +47,16 @@ export function createApp(deps: EdgeDeps): Hono<AppEnv> {
   }))
 
   app.get('/healthz', healthz(deps))
-  app.get('/v1/models', authenticate(config, keys, { allowAdmin: true }), listModels(deps, now))
-  app.get('/v1/regions', authenticate(config, keys, { allowAdmin: true }), listRegions(deps, now))
-  app.get('/v1/stats/latency', authenticate(config, keys, { allowAdmin: true }), latencyStats(deps, now))
+  app.get('/v1/models', authenticate(config, keys, { allowAdmin: true, digest }), listModels(deps, now))
+  app.get('/v1/regions', authenticate(config, keys, { allowAdmin: true, digest }), listRegions(deps, now))
+  app.get('/v1/stats/latency', authenticate(config, keys, { allowAdmin: true, digest }), latencyStats(deps, now))
   app.get('/dashboard', dashboardPage(deps.dashboardAssets))
   app.get('/dashboard/:file', dashboardFile(deps.dashboardAssets))
 
   for (const codec of codecs) {
     app.post(
       codec.path,
-      authenticate(config, keys),
+      authenticate(config, keys, { digest }),
       rateLimitHeaders(now),
       limitRequests(limiter, now),
       validateGenerate(codec, config.maxBodyBytes, registry, now),

@@ -4,17 +4,23 @@
  * without, plain HTTP/1.1. Upstream requests go through undici, one multiplexed HTTP/2
  * connection per GPU node. A closed client connection aborts the request's AbortSignal
  * (@hono/node-server), which forward.ts turns into an aborted upstream request.
+ * Per-request CPU: hashing and signing use node:crypto synchronously (nodeDigest) instead of
+ * Web Crypto's thread-pool jobs, and the @upstash/redis clients talk REST over one undici keep-alive
+ * Pool (undici-redis-requester.ts) instead of the global fetch.
  */
 import { readFileSync } from 'node:fs'
 import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
 import { serve, type ServerType } from '@hono/node-server'
 import { Redis } from '@upstash/redis'
+import type { Pool } from 'undici'
+import { nodeDigest } from '../../shared/src/node-digest.ts'
 import { createApp, type EdgeDeps } from './app.ts'
 import type { EdgeConfig, NodeServerConfig } from './config.ts'
 import { readDashboardAssets } from './dashboard/file-assets.ts'
-import { createRedisBackedDeps, redisClientOptions } from './redis-deps.ts'
+import { createRedisBackedDeps, type RedisFactory } from './redis-deps.ts'
 import { createUndiciUpstream, type UndiciUpstream, type UndiciUpstreamOptions } from './proxy/undici-upstream.ts'
+import { createUpstashPool, UndiciRedisRequester } from './undici-redis-requester.ts'
 
 /** Connection-level headers HTTP/2 forbids; Node's http2 compat layer throws on them. */
 const CONNECTION_HEADERS = ['transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'proxy-connection']
@@ -39,7 +45,8 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
     pending.add(work)
     void work.finally(() => pending.delete(work))
   }
-  const app = createApp({ ...createNodeDeps(config, upstream), waitUntil, ...opts.overrides })
+  const redisPool = createUpstashPool(config.upstash.url)
+  const app = createApp({ ...createNodeDeps(config, upstream, redisPool), waitUntil, ...opts.overrides })
   const fetch = async (req: Request) => withoutConnectionHeaders(await app.fetch(req))
   const tls = server.tls ? { key: readFileSync(server.tls.keyFile), cert: readFileSync(server.tls.certFile) } : undefined
 
@@ -59,17 +66,25 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
         ;(httpServer as { closeAllConnections?: () => void }).closeAllConnections?.()
       })
       await Promise.allSettled([...pending])
-      await upstream.close()
+      await Promise.all([upstream.close(), redisPool.close()])
     },
   }
 }
 
-export function createNodeDeps(config: EdgeConfig, upstream: UndiciUpstream): EdgeDeps {
+/**
+ * The Node wiring. Every @upstash/redis client (each with its own per-call timeout) goes through
+ * `redisPool`: `new Redis(requester)` takes none of redisClientOptions' settings and needs none —
+ * the requester never retries, never auto-pipelines, sends no telemetry, and bounds each call.
+ */
+export function createNodeDeps(config: EdgeConfig, upstream: UndiciUpstream, redisPool: Pool): EdgeDeps {
+  const redis: RedisFactory = (timeoutMs) =>
+    new Redis(new UndiciRedisRequester({ url: config.upstash.url, token: config.upstash.token, timeoutMs, pool: redisPool }))
   return {
     config,
-    ...createRedisBackedDeps(config, (timeoutMs) => new Redis(redisClientOptions(config, timeoutMs))),
+    ...createRedisBackedDeps(config, redis),
     upstream: upstream.fetch,
     dashboardAssets: readDashboardAssets(),
+    digest: nodeDigest,
   }
 }
 

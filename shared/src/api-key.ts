@@ -3,6 +3,8 @@
  * `zl:key:<hex sha256>` with the fields of `ApiKeyRecord` (DESIGN.md §3).
  */
 
+import { webDigest, type Digest } from './digest.ts'
+
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 const KEY_PATTERN = /^zl-[0-9A-Za-z]{32}$/
 
@@ -46,16 +48,12 @@ export function generateApiKey(): string {
   return out
 }
 
-export async function hashApiKey(key: string): Promise<string> {
-  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(key))
-  return toHex(new Uint8Array(digest))
+/** Hex sha256 of the key: what the store is keyed by (Web Crypto unless a Node entry passes nodeDigest). */
+export async function hashApiKey(key: string, digest: Digest = webDigest): Promise<string> {
+  return digest.sha256Hex(encoder.encode(key))
 }
 
-function toHex(bytes: Uint8Array): string {
-  let s = ''
-  for (const b of bytes) s += b.toString(16).padStart(2, '0')
-  return s
-}
+const encoder = new TextEncoder()
 
 /** Redis hash fields → record; undefined when the hash is empty or unreadable. */
 export function parseApiKeyRecord(fields: Record<string, unknown> | null | undefined): ApiKeyRecord | undefined {

@@ -1,8 +1,11 @@
 /**
- * Edge → node request signing (DESIGN.md §4) with Web Crypto, so the same code runs in Workers
- * and Node. Header: `t=<epoch ms>,v1=<hex HMAC-SHA256(secret, t\nMETHOD\npath\nrequestId\nhex(sha256(body)))>`.
+ * Edge → node request signing (DESIGN.md §4). Header:
+ * `t=<epoch ms>,v1=<hex HMAC-SHA256(secret, t\nMETHOD\npath\nrequestId\nhex(sha256(body)))>`.
  * `path` is the URL pathname the edge forwards to (no query string); both sides must agree.
+ * The hashing is a `Digest`: Web Crypto by default (Workers and Node), node:crypto where a Node
+ * entry passes `nodeDigest` (node-digest.ts) — the same bytes either way.
  */
+import { toHex, webDigest, type Digest } from './digest.ts'
 
 export interface SignInput {
   secret: string
@@ -24,26 +27,24 @@ export type VerifyResult = { ok: true } | { ok: false; reason: 'missing' | 'malf
 
 export const DEFAULT_SIGNATURE_TOLERANCE_MS = 30_000
 
-export async function signRequest(input: SignInput): Promise<string> {
+export async function signRequest(input: SignInput, digest: Digest = webDigest): Promise<string> {
   const t = Math.floor(input.nowMs)
-  const key = await hmacKey(input.secret)
-  const mac = await crypto.subtle.sign('HMAC', key, await signedBytes(t, input))
-  return `t=${t},v1=${toHex(new Uint8Array(mac))}`
+  const mac = await digest.hmacSha256(input.secret, await signedBytes(t, input, digest))
+  return `t=${t},v1=${toHex(mac)}`
 }
 
-export async function verifySignature(input: VerifyInput): Promise<VerifyResult> {
+export async function verifySignature(input: VerifyInput, digest: Digest = webDigest): Promise<VerifyResult> {
   if (!input.header) return { ok: false, reason: 'missing' }
   const parsed = parseHeader(input.header)
   if (!parsed) return { ok: false, reason: 'malformed' }
   const toleranceMs = input.toleranceMs ?? DEFAULT_SIGNATURE_TOLERANCE_MS
   if (Math.abs(input.nowMs - parsed.t) > toleranceMs) return { ok: false, reason: 'expired' }
-  const key = await hmacKey(input.secret)
-  // subtle.verify compares the MACs in constant time; a hand-rolled string compare could leak.
-  const ok = await crypto.subtle.verify('HMAC', key, parsed.mac, await signedBytes(parsed.t, input))
+  // Constant-time MAC comparison (Digest.hmacVerify); a hand-rolled string compare could leak.
+  const ok = await digest.hmacVerify(input.secret, await signedBytes(parsed.t, input, digest), parsed.mac)
   return ok ? { ok: true } : { ok: false, reason: 'mismatch' }
 }
 
-function parseHeader(header: string): { t: number; mac: Uint8Array<ArrayBuffer> } | undefined {
+function parseHeader(header: string): { t: number; mac: Uint8Array } | undefined {
   let t: number | undefined
   let v1: string | undefined
   for (const part of header.split(',')) {
@@ -59,39 +60,14 @@ function parseHeader(header: string): { t: number; mac: Uint8Array<ArrayBuffer> 
   return { t, mac: fromHex(v1) }
 }
 
-async function signedBytes(t: number, input: Omit<SignInput, 'secret' | 'nowMs'>): Promise<Uint8Array<ArrayBuffer>> {
-  const bodyHash = toHex(new Uint8Array(await crypto.subtle.digest('SHA-256', input.body as Uint8Array<ArrayBuffer>)))
+async function signedBytes(t: number, input: Omit<SignInput, 'secret' | 'nowMs'>, digest: Digest): Promise<Uint8Array> {
+  const bodyHash = await digest.sha256Hex(input.body)
   return encoder.encode(`${t}\n${input.method.toUpperCase()}\n${input.path}\n${input.requestId}\n${bodyHash}`)
 }
 
 const encoder = new TextEncoder()
 
-/** Spelled without the DOM `CryptoKey` name so Node-typed projects that import this file compile too. */
-type HmacKey = Awaited<ReturnType<typeof crypto.subtle.importKey>>
-
-/** Imported keys per secret: importKey costs more than the HMAC itself. Bounded for rotating secrets. */
-const keyCache = new Map<string, Promise<HmacKey>>()
-const KEY_CACHE_MAX = 8
-
-function hmacKey(secret: string): Promise<HmacKey> {
-  let key = keyCache.get(secret)
-  if (!key) {
-    if (keyCache.size >= KEY_CACHE_MAX) keyCache.clear()
-    key = crypto.subtle.importKey('raw', encoder.encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify'])
-    keyCache.set(secret, key)
-    // A failed import must not poison the cache.
-    key.catch(() => keyCache.delete(secret))
-  }
-  return key
-}
-
-function toHex(bytes: Uint8Array): string {
-  let s = ''
-  for (const b of bytes) s += b.toString(16).padStart(2, '0')
-  return s
-}
-
-function fromHex(hex: string): Uint8Array<ArrayBuffer> {
+function fromHex(hex: string): Uint8Array {
   const out = new Uint8Array(hex.length / 2)
   for (let i = 0; i < out.length; i++) out[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16)
   return out

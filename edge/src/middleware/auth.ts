@@ -12,6 +12,7 @@
 import type { MiddlewareHandler } from 'hono'
 import { hashApiKey, isWellFormedApiKey } from '../../../shared/src/api-key.ts'
 import { ApiError } from '../../../shared/src/api-error.ts'
+import { webDigest, type Digest } from '../../../shared/src/digest.ts'
 import type { AppEnv } from '../app-env.ts'
 import type { EdgeConfig } from '../config.ts'
 import type { KeyCache } from '../keys/key-cache.ts'
@@ -24,9 +25,12 @@ const STORE_RETRY_MS = 1000
 export interface AuthOptions {
   /** Accept ADMIN_TOKEN as well as API keys (read-only operator routes). */
   allowAdmin?: boolean
+  /** Hashes the presented key (default: Web Crypto). */
+  digest?: Digest
 }
 
 export function authenticate(config: EdgeConfig, keys: KeyCache, options: AuthOptions = {}): MiddlewareHandler<AppEnv> {
+  const digest = options.digest ?? webDigest
   return async (c, next) => {
     const presented = presentedKey(c.req.header('authorization'), c.req.header('x-api-key'))
     if (presented === undefined) {
@@ -36,7 +40,7 @@ export function authenticate(config: EdgeConfig, keys: KeyCache, options: AuthOp
       c.set('principal', adminPrincipal())
       return next()
     }
-    c.set('principal', await principalForKey(presented, config, keys))
+    c.set('principal', await principalForKey(presented, config, keys, digest))
     return next()
   }
 }
@@ -48,12 +52,12 @@ function presentedKey(authorization: string | undefined, xApiKey: string | undef
   return key ? key : undefined
 }
 
-async function principalForKey(key: string, config: EdgeConfig, keys: KeyCache): Promise<Principal> {
+async function principalForKey(key: string, config: EdgeConfig, keys: KeyCache, digest: Digest): Promise<Principal> {
   // Malformed keys cannot exist in the store: refused without a lookup (and without echoing them).
   if (!isWellFormedApiKey(key)) throw invalidKey()
   let record
   try {
-    record = await keys.lookup(await hashApiKey(key))
+    record = await keys.lookup(await hashApiKey(key, digest))
   } catch (e) {
     throw new ApiError('overloaded', 'Authentication is temporarily unavailable; please retry.', { retryAfterMs: STORE_RETRY_MS, cause: e })
   }

@@ -10,6 +10,7 @@
  * answer's headers come with the whole completion). Any other status is the node's answer.
  */
 import { ApiError } from '../../../shared/src/api-error.ts'
+import type { Digest } from '../../../shared/src/digest.ts'
 import type { Dialect } from '../../../shared/src/generation.ts'
 import { signRequest } from '../../../shared/src/signature.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
@@ -47,6 +48,8 @@ export interface ForwardRequest {
 export interface ForwardDeps {
   upstream: UpstreamFetch
   secret: string
+  /** Signs the request (default: Web Crypto; the Node entry passes node:crypto's). */
+  digest?: Digest
   connectTimeoutMs: number
   requestTimeoutMs: number
   /** Skip a node in this isolate for `forMs` (default: the registry's mark-down time). */
@@ -152,7 +155,7 @@ export function targetUrl(nodeUrl: string, path: string): URL {
 
 async function wireHeaders(req: ForwardRequest, signedPath: string, deps: ForwardDeps): Promise<Headers> {
   const nowMs = deps.now()
-  const signature = await signRequest({ secret: deps.secret, method: 'POST', path: signedPath, requestId: req.requestId, body: req.body, nowMs })
+  const signature = await signRequest({ secret: deps.secret, method: 'POST', path: signedPath, requestId: req.requestId, body: req.body, nowMs }, deps.digest)
   return new Headers({
     'content-type': 'application/json',
     accept: req.stream ? 'text/event-stream' : 'application/json',

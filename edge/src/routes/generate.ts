@@ -41,6 +41,7 @@ export function generate(deps: EdgeDeps, now: () => number) {
       }, {
         upstream: deps.upstream,
         secret: deps.config.edgeSharedSecret,
+        digest: deps.digest,
         connectTimeoutMs: deps.config.upstreamConnectTimeoutMs,
         requestTimeoutMs: deps.config.requestTimeoutMs,
         markDown: (id) => deps.registry.markDown(id),

@@ -1,9 +1,12 @@
 /**
  * The node's side of DESIGN.md §4: only the edge (holding EDGE_SHARED_SECRET) may call the
  * generate routes. The check is built once at boot from config; with ALLOW_UNSIGNED it is a
- * no-op (local direct use only, warned about once at start by main).
+ * no-op (local direct use only, warned about once at start by main). The node is Node only:
+ * node:crypto hashes and verifies synchronously (shared/src/node-digest.ts), with no Web Crypto
+ * thread-pool job per request.
  */
 import { ApiError } from '../../../shared/src/api-error.ts'
+import { nodeDigest } from '../../../shared/src/node-digest.ts'
 import { verifySignature } from '../../../shared/src/signature.ts'
 
 export interface SignedRequest {
@@ -39,7 +42,7 @@ export function createSignatureCheck(opts: { secret?: string; allowUnsigned: boo
       requestId: req.requestId,
       body: req.body,
       nowMs: now(),
-    })
+    }, nodeDigest)
     if (!result.ok) throw new ApiError('unauthorized', MESSAGES[result.reason])
   }
 }
