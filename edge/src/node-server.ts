@@ -16,6 +16,8 @@ import { Redis } from '@upstash/redis'
 import type { Pool } from 'undici'
 import { nodeDigest } from '../../shared/src/node-digest.ts'
 import { createApp, type EdgeDeps } from './app.ts'
+import { createBufferedLog } from './buffered-log.ts'
+import { DEFAULT_BATCHING } from './latency/batching-recorder.ts'
 import type { EdgeConfig, NodeServerConfig } from './config.ts'
 import { readDashboardAssets } from './dashboard/file-assets.ts'
 import { createRedisBackedDeps, type RedisFactory } from './redis-deps.ts'
@@ -46,7 +48,9 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
     void work.finally(() => pending.delete(work))
   }
   const redisPool = createUpstashPool(config.upstash.url)
-  const app = createApp({ ...createNodeDeps(config, upstream, redisPool), waitUntil, ...opts.overrides })
+  const requestLog = createBufferedLog()
+  const deps: EdgeDeps = { ...createNodeDeps(config, upstream, redisPool), ...(config.requestLog ? { log: requestLog.log } : {}), waitUntil, ...opts.overrides }
+  const app = createApp(deps)
   const fetch = async (req: Request) => withoutConnectionHeaders(await app.fetch(req))
   const tls = server.tls ? { key: readFileSync(server.tls.keyFile), cert: readFileSync(server.tls.certFile) } : undefined
 
@@ -65,7 +69,13 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
         httpServer.close(() => resolve())
         ;(httpServer as { closeAllConnections?: () => void }).closeAllConnections?.()
       })
-      await Promise.allSettled([...pending])
+      // Background work may record a latency sample into an open batch: write it now, not after
+      // the batch timer (twice: the first round's work can add samples).
+      for (let round = 0; round < 2; round++) {
+        void deps.latency?.flush?.()
+        await Promise.allSettled([...pending])
+      }
+      requestLog.flush()
       await Promise.all([upstream.close(), redisPool.close()])
     },
   }
@@ -81,7 +91,8 @@ export function createNodeDeps(config: EdgeConfig, upstream: UndiciUpstream, red
     new Redis(new UndiciRedisRequester({ url: config.upstash.url, token: config.upstash.token, timeoutMs, pool: redisPool }))
   return {
     config,
-    ...createRedisBackedDeps(config, redis),
+    // A long-lived process: latency samples are summed and written once a second.
+    ...createRedisBackedDeps(config, redis, { latencyBatching: DEFAULT_BATCHING }),
     upstream: upstream.fetch,
     dashboardAssets: readDashboardAssets(),
     digest: nodeDigest,

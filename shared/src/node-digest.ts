@@ -3,10 +3,8 @@
  * (what `crypto.subtle` costs in Node). For Node entries only — the edge's Node entry
  * (edge/src/node-server.ts) and the GPU node; a Workers bundle must not import this file.
  */
-// shared/tsconfig.json checks shared/ without Node's types (so shared code cannot touch Node
-// globals); this one Node-only file is checked with them by the root tsconfig.json. Under the
-// shared check the import is untyped, so everything below is annotated explicitly.
-// @ts-ignore -- node:crypto has no types under shared/tsconfig.json (see above)
+// shared/tsconfig.json (no Node types, so shared code cannot touch Node globals) excludes this
+// one Node-only file; the root and edge tsconfigs check it with Node's types.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto'
 import type { Digest } from './digest.ts'
 

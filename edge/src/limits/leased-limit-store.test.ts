@@ -131,6 +131,23 @@ describe('leased limit store', () => {
     expect(d.success).toBe(false)
   })
 
+  it('a lease smaller than a token charge goes towards it, even lapsed (a retry after a 429 is not short by it)', async () => {
+    let t = 2_000_000
+    const charged: number[] = []
+    const inner = createUpstashLimitStore(redis)
+    const exact: LimitStore = { ...inner, tokens: (k, tpm, cost, o) => (charged.push(cost), inner.tokens(k, tpm, cost, o)) }
+    const store = createLeasedLimitStore(exact, { ttlMs: 1000, maxFraction: 1 / 32, now: () => t })
+    const id = keyId()
+    const bg = tracker()
+    await store.tokens(id, 3_200_000, 1000, { background: bg.background })
+    await bg.settled()
+    expect(charged).toEqual([1000, 1000]) // the charge, then a lease of what was spent
+    t += 5000
+    expect((await store.tokens(id, 3_200_000, 5000, { background: bg.background })).success).toBe(true)
+    expect(charged[2]).toBe(4000)
+    await bg.settled()
+  })
+
   it('a lease that lapsed is not spent', async () => {
     let t = 1_000_000
     const exact = counted(createUpstashLimitStore(redis))

@@ -13,8 +13,9 @@
  *   most what this isolate spent in the last `ttlMs`: small limits (below 2 / maxFraction) and
  *   quiet keys never lease and take the exact path on every request, and a lapsed lease wastes
  *   at most one lease period of this isolate's own traffic.
- * - Units are used at most `ttlMs` after they were taken, so a sliding window counts them within
- *   that much of when they were spent.
+ * - Units are spent locally at most `ttlMs` after they were taken, so a sliding window counts
+ *   them within that much of when they were spent. (A lease smaller than a token charge is put
+ *   towards that charge on the exact path, however old: the tokens left the bucket already.)
  * - A failed or refused refill changes nothing: the next request that finds the lease empty
  *   takes the exact path (with the failure policy of rate-limiter.ts around it).
  */
@@ -110,10 +111,21 @@ export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions 
       maybeRefill(lease, limit, take, background)
       return { success: true, limit, remaining: Math.max(0, lease.last.remaining + lease.units), resetAtMs: lease.last.resetAtMs }
     }
-    // The exact path: Redis decides this request (and any refusal is its own).
-    const decision = await take(cost)
-    lease.last = decision.success ? { ...decision, remaining: Math.max(0, decision.remaining - liveUnits(lease, now())) } : decision
-    if (decision.success) maybeRefill(lease, limit, take, background)
+    // The exact path: Redis decides this request (and any refusal is its own). Units the lease
+    // holds that fall short of the charge (a big token charge) count towards it — even lapsed
+    // ones, as they were taken from this key's budget — so they are neither held back from the
+    // request that needs them nor lost to a client that retries after a 429. A lapsed lease
+    // big enough for the charge is dropped instead: spending it would stretch its window.
+    const held = lease.units < cost ? lease.units : at < lease.expiresAtMs ? lease.units : 0
+    if (held === 0) lease.units = 0
+    const decision = await take(cost - held)
+    if (decision.success) {
+      lease.units = Math.max(0, lease.units - held)
+      lease.last = { ...decision, remaining: Math.max(0, decision.remaining - liveUnits(lease, now())) }
+      maybeRefill(lease, limit, take, background)
+      return decision
+    }
+    lease.last = decision
     return decision
   }
 
