@@ -13,7 +13,7 @@
  * Token streams are long and gappy: no body or headers timeout here (forward.ts owns the time
  * until headers; the client's disconnect owns the rest) and a long keep-alive.
  */
-import { Readable } from 'node:stream'
+import type { Readable } from 'node:stream'
 import { Agent } from 'undici'
 import type { UpstreamFetch } from './forward.ts'
 
@@ -78,7 +78,7 @@ export function createUndiciUpstream(opts: UndiciUpstreamOptions): UndiciUpstrea
       const nullBody = res.statusCode === 204 || res.statusCode === 304
       if (nullBody) res.body.resume()
       // Cancelling the web stream destroys the undici body, which resets the HTTP/2 stream.
-      const body = nullBody ? null : (Readable.toWeb(res.body) as ReadableStream<Uint8Array>)
+      const body = nullBody ? null : webBody(res.body)
       return new Response(body, { status: res.statusCode, headers })
     },
     origins: () => [...agents.keys()],
@@ -87,6 +87,47 @@ export function createUndiciUpstream(opts: UndiciUpstreamOptions): UndiciUpstrea
       agents.clear()
     },
   }
+}
+
+/**
+ * The undici body as a web stream, chunks as they come: the same contract as Readable.toWeb
+ * (backpressure, cancel destroys the source, a source that fails or closes early errors the
+ * stream), without its per-chunk queuing-strategy machinery, which cost more CPU per response
+ * than the rest of the pass-through.
+ */
+export function webBody(source: Readable): ReadableStream<Uint8Array> {
+  let cancelled = () => {}
+  return new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        // Settled once: after a cancel or an error the controller must not be touched again.
+        let open = true
+        const settle = (end: () => void) => {
+          if (!open) return
+          open = false
+          end()
+        }
+        source.on('data', (chunk: Buffer) => {
+          if (!open) return
+          controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength))
+          if ((controller.desiredSize ?? 0) <= 0) source.pause()
+        })
+        source.once('end', () => settle(() => controller.close()))
+        source.once('error', (e) => settle(() => controller.error(e)))
+        source.once('close', () => settle(() => controller.error(new Error('upstream body closed before its end'))))
+        cancelled = () => (open = false)
+      },
+      pull() {
+        source.resume()
+      },
+      cancel() {
+        cancelled()
+        source.destroy()
+      },
+    },
+    // Chunks the stream holds before the source is paused.
+    { highWaterMark: 16 },
+  )
 }
 
 function bytesOf(body: RequestInit['body']): Uint8Array | string | undefined {
