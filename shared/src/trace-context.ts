@@ -50,13 +50,29 @@ export function newSpanId(): string {
   return randomHex(8)
 }
 
+/**
+ * Random bytes drawn from one pool refilled 4 KiB at a time: a getRandomValues call per id was a
+ * syscall-sized cost on every request (two ids each). Each byte is handed out once.
+ */
+const POOL_BYTES = 4096
+const pool = new Uint8Array(POOL_BYTES)
+let poolOffset = POOL_BYTES
+const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'))
+
 function randomHex(bytes: number): string {
-  const buf = crypto.getRandomValues(new Uint8Array(bytes))
-  // All-zero ids are invalid; at 64+ random bits this is astronomically rare, but cheap to exclude.
-  if (buf.every((b) => b === 0)) buf[0] = 1
+  if (poolOffset + bytes > POOL_BYTES) {
+    crypto.getRandomValues(pool)
+    poolOffset = 0
+  }
   let s = ''
-  for (const b of buf) s += b.toString(16).padStart(2, '0')
-  return s
+  let zero = true
+  for (let i = poolOffset; i < poolOffset + bytes; i++) {
+    s += HEX[pool[i]!]
+    if (pool[i] !== 0) zero = false
+  }
+  poolOffset += bytes
+  // All-zero ids are invalid; at 64+ random bits this is astronomically rare, but cheap to exclude.
+  return zero ? '01' + s.slice(2) : s
 }
 
 function isAllZero(hex: string): boolean {

@@ -7,7 +7,12 @@ import { ApiError } from '../../../shared/src/api-error.ts'
 
 export async function readBodyLimited(req: Request, maxBytes: number): Promise<Uint8Array> {
   const declared = req.headers.get('content-length')
-  if (declared !== null && /^\d+$/.test(declared) && Number(declared) > maxBytes) throw tooLarge(maxBytes)
+  if (declared !== null && /^\d+$/.test(declared)) {
+    if (Number(declared) > maxBytes) throw tooLarge(maxBytes)
+    // The server holds the body to its declared length, so reading it whole is bounded; on the
+    // Node entry this also takes @hono/node-server's direct path (no web Request, no stream).
+    return new Uint8Array(await req.arrayBuffer())
+  }
   if (!req.body) return new Uint8Array(0)
 
   const reader = req.body.getReader()
