@@ -90,6 +90,7 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
         return { response: new Response(null, { status: attempt.res.status, headers }), node, failedAttempts: failed, finished: Promise.resolve({ kind: 'complete' }) }
       }
       const sse = (attempt.res.headers.get('content-type') ?? '').startsWith('text/event-stream')
+      if (!req.stream && !sse) return await wholeAnswer(attempt, headers, node, failed, req, deps)
       const piped = passThrough(body, { dialect: req.dialect, sse, now: deps.now })
       const finished = piped.finished.finally(attempt.detach)
       return { response: new Response(piped.readable, { status: attempt.res.status, headers }), node, failedAttempts: failed, finished }
@@ -110,6 +111,26 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
     return { response: new Response(lastOverload.body, { status: lastOverload.status, headers }), node: lastOverloadNode, failedAttempts: failed - 1, finished: Promise.resolve({ kind: 'complete' }) }
   }
   throw new ApiError('upstream_unavailable', 'No GPU node could be reached for this request; please retry.', { retryAfterMs: 1000 })
+}
+
+/**
+ * A non-streaming answer is one JSON document the client can only use whole, so the edge takes
+ * it whole (bytes untouched) and answers with headers and body in one write — rather than headers
+ * first and the body as a stream, a second socket write that cost more CPU than the rest of the
+ * response. A node that breaks off mid-body becomes a clean 502 instead of a truncated body.
+ */
+async function wholeAnswer(attempt: Extract<Attempt, { ok: true }>, headers: Headers, node: RankedNode, failed: number, req: ForwardRequest, deps: ForwardDeps): Promise<ForwardResult> {
+  let bytes: ArrayBuffer
+  try {
+    bytes = await attempt.res.arrayBuffer()
+  } catch (e) {
+    if (req.signal?.aborted) throw new ClientGone()
+    throw new ApiError('upstream_unavailable', 'The GPU node failed while sending this response; please retry.', { retryAfterMs: 1000, cause: e })
+  } finally {
+    attempt.detach()
+  }
+  const finished = Promise.resolve<BodyOutcome>({ kind: 'complete', firstByteAtMs: deps.now() })
+  return { response: new Response(bytes, { status: attempt.res.status, headers }), node, failedAttempts: failed, finished }
 }
 
 async function send(node: RankedNode, req: ForwardRequest, deps: ForwardDeps): Promise<Attempt> {

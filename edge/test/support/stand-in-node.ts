@@ -3,7 +3,7 @@
  * well-formed stream or JSON body (the shared encoders), verifies the edge's signature, and
  * records what it received. What it does is scripted per request id (the edge forwards
  * x-request-id), so test files running at once never disturb each other:
- *   ok | 503 | 400 | hang (never answers) | break (2 frames, then the socket dies) | slow (a frame
+ *   ok | 503 | 400 | hang (never answers) | break (2 frames, or half a JSON answer, then the socket dies) | slow (a frame
  *   every 20 ms for ~10 s: for abort tests).
  * Protocols: HTTP/1.1 (what workerd speaks to origins) or h2c with prior knowledge (the Node edge).
  */
@@ -112,7 +112,16 @@ async function handle(req: Req, res: Res, opts: StandInOptions): Promise<void> {
   const parsed = JSON.parse(body.toString('utf8')) as { model: string; stream?: boolean }
   const meta = { requestId, model: parsed.model, created: 1_700_000_000 }
   if (!parsed.stream) {
-    return json(res, 200, codec.jsonBody(meta, `hello from ${opts.id}`, 'stop', { promptTokens: 3, completionTokens: 3 }), { 'x-request-id': requestId })
+    const answer = codec.jsonBody(meta, `hello from ${opts.id}`, 'stop', { promptTokens: 3, completionTokens: 3 })
+    if (mode === 'break') {
+      // Headers and half the document, then the socket dies.
+      const text = JSON.stringify(answer)
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), 'x-request-id': requestId })
+      res.write(text.slice(0, text.length >> 1))
+      setTimeout(() => destroy(req, res), 30)
+      return
+    }
+    return json(res, 200, answer, { 'x-request-id': requestId })
   }
   const enc = codec.streamEncoder({ ...meta, promptTokens: 3 })
   res.writeHead(200, { ...SSE_HEADERS, 'x-request-id': requestId })

@@ -136,6 +136,17 @@ describe('pass-through', () => {
   }
 })
 
+describe('non-streaming answers', () => {
+  it('are taken whole: a node that breaks off mid-document gives a clean 502, never a truncated body', async () => {
+    const { key } = await createKey()
+    const requestId = uniqueRequestId()
+    await script(requestId, { 'us-east': 'break', 'eu-west': 'break', 'ap-south': 'break' })
+    const res = await SELF.fetch(edgeRequest('/v1/messages', messagesBody(), { key, requestId }))
+    expect(res.status).toBe(502)
+    expect(await res.json()).toEqual({ type: 'error', error: { type: 'api_error', message: expect.stringContaining('failed while sending') } })
+  })
+})
+
 describe('client disconnect', () => {
   it('closes the node stream when the client cancels the body', async () => {
     const { key } = await createKey()
