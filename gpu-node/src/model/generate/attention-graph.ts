@@ -65,10 +65,10 @@ export function attend(g: GraphBuilder, a: AttentionArgs): string {
   const group = a.heads / a.kvHeads
   const scaled = g.op('Mul', [a.query, g.floatScalar(1 / Math.sqrt(a.headDim))])
   const folded = group === 1 ? scaled : g.op('Reshape', [scaled, g.ints([0, a.kvHeads, -1, a.headDim])])
-  // Scores as K·Qᵀ, then transposed: the cache is read in place as the streamed GEMM operand.
-  // Q·Kᵀ made ONNX Runtime (CPU) either materialise Kᵀ (a copy of the whole cache per layer per
-  // step) or, once fused to FusedMatMul with the scale as alpha, pack Kᵀ in its GEMM. Only the
-  // small Qᵀ and the [.., T, G·S] scores are transposed here.
+  // Scores as K·Qᵀ, then transposed: the cache is the streamed GEMM operand, read in place. Q·Kᵀ
+  // became FusedMatMul(transB, alpha = scale) in ONNX Runtime, whose GEMM packs (copies) Kᵀ since
+  // alpha ≠ 1 rules out MLAS's M = 1 kernel (and with grouped heads M = G·S > 1 packs anyway).
+  // Only the small Qᵀ and the [.., T, G·S] scores are transposed here.
   const queryT = g.op('Transpose', [folded], { perm: { ints: [0, 1, 3, 2] } }) // [B,Hkv,D,G*S]
   const scoresT = g.op('MatMul', [presentKey, queryT]) // [B,Hkv,T,G*S]
   let scores = g.op('Transpose', [scoresT], { perm: { ints: [0, 1, 3, 2] } }) // [B,Hkv,G*S,T]
