@@ -176,10 +176,15 @@ export function machineLoad(): { load1: number; load5: number; cores: number } {
 
 /** Pins this process (all its threads) to `cpus` (taskset -a -p); returns a function restoring the previous set. */
 export function pinSelf(cpus: string): () => void {
+  return pinPid(process.pid, cpus)
+}
+
+/** Pins every thread of a running process to `cpus`; the returned function restores its affinity. */
+export function pinPid(pid: number, cpus: string): () => void {
   if (!hasTaskset()) return () => {}
-  const before = spawnSync('taskset', ['-cp', String(process.pid)], { encoding: 'utf8' }).stdout.split(':').pop()?.trim()
-  spawnSync('taskset', ['-a', '-cp', cpus, String(process.pid)])
+  const before = spawnSync('taskset', ['-cp', String(pid)], { encoding: 'utf8' }).stdout.split(':').pop()?.trim()
+  spawnSync('taskset', ['-a', '-cp', cpus, String(pid)])
   return () => {
-    if (before) spawnSync('taskset', ['-a', '-cp', before, String(process.pid)])
+    if (before) spawnSync('taskset', ['-a', '-cp', before, String(pid)])
   }
 }

@@ -16,7 +16,8 @@
  *   fixed number of requests; added TTFB p99 = p99(edge) − p99(direct); median over rounds.
  * - TTFB = first response body byte (the node sends the dialect's opening frames as soon as it
  *   admits a stream); total = last byte. Both dialects, alternating.
- * - Requests/s on one core: the Node edge is pinned to core 0 (`taskset -c 0`), the instant
+ * - Requests/s on one core: the Node edge is pinned to core 0 for that phase (`taskset -c 0`; the
+ *   latency phases leave it unpinned, as are the node, bare passthrough and client), the instant
  *   upstream, bridge and redis to core 1; a closed loop of non-streaming requests; the figure is
  *   completed requests per CPU-second the edge process used (its own /proc utime + stime), which
  *   is its one-core capacity; the achieved rate and the edge's CPU utilisation are reported with it.
@@ -31,7 +32,7 @@ import { ensureGeneratedModel } from '../../gpu-node/src/model/generate/ensure-m
 import { benchAgent, sendRequest, type RequestRecord } from '../load/client.ts'
 import { buildBody, DIALECT_PATH, type BenchDialect } from '../load/dialects.ts'
 import { closedLoop } from '../load/generators.ts'
-import { hasTaskset, pinSelf } from '../lib/procs.ts'
+import { hasTaskset, pinPid, pinSelf } from '../lib/procs.ts'
 import { chatPromptOfLength } from '../lib/prompts.ts'
 import type { BenchContext, SectionResult } from '../lib/report-types.ts'
 import { startBarePassthrough, startGpuNode, startInstantUpstream, startNodeEdge, startUpstashProcs, startWranglerDev, type EdgeProc, type GpuNode, type LocalUpstashProcs } from '../lib/services.ts'
@@ -87,10 +88,12 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
       EDGE_LAT: '39',
       EDGE_LON: '-77.5',
     }
-    const nodeEdge: EdgeProc = await startNodeEdge(edgeEnv, pinned ? { cpus: '0' } : {})
+    // Unpinned while latency is measured (as a deployed edge shares its cores with nothing of
+    // ours); pinned to core 0 only for the one-core capacity phase.
+    const nodeEdge: EdgeProc = await startNodeEdge(edgeEnv)
     started.push(nodeEdge)
     // The framework's floor, for perspective: a bare Hono passthrough (no auth, limits, validation).
-    const bareNode = await startBarePassthrough(node.url, pinned ? { cpus: '0' } : {})
+    const bareNode = await startBarePassthrough(node.url)
     started.push(bareNode)
     const bareInstant = await startBarePassthrough(instant.url, pinned ? { cpus: '0' } : {})
     started.push(bareInstant)
@@ -184,7 +187,12 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
     const rpsRoundsOut: RpsRound[] = []
     const bareRoundsOut: RpsRound[] = []
     // The load generator joins the upstream, bridge and redis on core 1: core 0 is the edge's.
-    const unpin = pinned ? pinSelf('1') : () => {}
+    const unpinSelf = pinned ? pinSelf('1') : () => {}
+    const unpinEdge = pinned ? pinPid(nodeEdge.proc.pid, '0') : () => {}
+    const unpin = () => {
+      unpinEdge()
+      unpinSelf()
+    }
     try {
       const sendTo = (origin: string, auth: boolean) => (signal: AbortSignal) =>
         sendRequest({ origin, dialect: 'openai-chat', body: instantBody, stream: false, headers: auth ? { authorization: `Bearer ${API_KEY}` } : {}, dispatcher: rpsAgent, signal, timeoutMs: 10_000 })

@@ -51,7 +51,10 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
   const requestLog = createBufferedLog()
   const deps: EdgeDeps = { ...createNodeDeps(config, upstream, redisPool), ...(config.requestLog ? { log: requestLog.log } : {}), waitUntil, ...opts.overrides }
   const app = createApp(deps)
-  const fetch = async (req: Request) => withoutConnectionHeaders(await app.fetch(req))
+  const fetch = async (req: Request, env?: { incoming?: { httpVersionMajor?: number } }) => {
+    const res = await app.fetch(req)
+    return env?.incoming?.httpVersionMajor === 2 ? withoutConnectionHeaders(res) : streamAtOnce(res)
+  }
   const tls = server.tls ? { key: readFileSync(server.tls.keyFile), cert: readFileSync(server.tls.certFile) } : undefined
 
   let listening!: (info: AddressInfo) => void
@@ -97,6 +100,17 @@ export function createNodeDeps(config: EdgeConfig, upstream: UndiciUpstream, red
     dashboardAssets: readDashboardAssets(),
     digest: nodeDigest,
   }
+}
+
+/**
+ * HTTP/1.1: an event stream is declared chunked, which tells @hono/node-server to write each
+ * chunk as it comes. Without it, the server reads ahead to compute a content-length and, when a
+ * second chunk is not there yet, waits a timer tick (≥ 1 ms, longer under load) before sending
+ * the headers and the first token — time added to every stream's first byte.
+ */
+function streamAtOnce(res: Response): Response {
+  if (res.body && (res.headers.get('content-type') ?? '').startsWith('text/event-stream')) res.headers.set('transfer-encoding', 'chunked')
+  return res
 }
 
 /** HTTP/2 responses must not carry connection-level headers (honojs/hono#4041 crashes the process). */

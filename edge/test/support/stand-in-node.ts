@@ -117,7 +117,7 @@ async function handle(req: Req, res: Res, opts: StandInOptions): Promise<void> {
       // Headers and half the document, then the socket dies.
       const text = JSON.stringify(answer)
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), 'x-request-id': requestId })
-      res.write(text.slice(0, text.length >> 1))
+      write(res, text.slice(0, text.length >> 1))
       setTimeout(() => destroy(req, res), 30)
       return
     }
