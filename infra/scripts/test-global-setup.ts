@@ -1,13 +1,15 @@
 import { existsSync } from 'node:fs'
-import { execFileSync } from 'node:child_process'
 
-/** Tests run on generated models: make sure the tiny ones exist before any test file starts. */
-const GENERATOR = 'gpu-node/src/model/generate/cli.ts'
+/**
+ * Tests run on generated models: make sure the tiny ones exist, and were made by the current
+ * generator (a stale cached model is regenerated), before any test file starts.
+ */
+const GENERATOR = 'gpu-node/src/model/generate/ensure-model.ts'
 
-export default function setup(): void {
+export default async function setup(): Promise<void> {
   if (!existsSync(GENERATOR)) return
-  for (const [preset, dir] of [['tiny', 'models/tiny'], ['tiny-llama', 'models/tiny-llama']] as const) {
-    if (existsSync(`${dir}/model.onnx`)) continue
-    execFileSync(process.execPath, ['--import', 'tsx', GENERATOR, '--preset', preset, '--out', dir], { stdio: 'inherit' })
+  const { ensureGeneratedModel } = await import('../../gpu-node/src/model/generate/ensure-model.ts')
+  for (const dir of ['models/tiny', 'models/tiny-llama']) {
+    if (await ensureGeneratedModel(dir)) console.log(`[test setup] generated ${dir}`)
   }
 }
