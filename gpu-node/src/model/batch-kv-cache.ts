@@ -11,8 +11,8 @@ export interface LayerKv {
  * The batch-resident, left-padded KV cache (FACTS.md: per-sequence caches gathered every step
  * cost more than the model step). Row b holds its `lens[b]` real tokens in the last columns;
  * pad columns have attention_mask 0. Each step's `present.*` become the next step's
- * `past_key_values.*` without a copy; data is re-laid (copied) only when rows leave or join,
- * and then all-pad leading columns are trimmed.
+ * `past_key_values.*` without a copy; data is re-laid (copied) only when rows join — then
+ * all-pad leading columns are trimmed — and moved up in place when rows leave.
  */
 export class BatchKvCache {
   seqIds: number[] = []
@@ -62,6 +62,7 @@ export class BatchKvCache {
     const keep: number[] = []
     for (let r = 0; r < this.rows; r++) if (!remove.has(this.seqIds[r])) keep.push(r)
     if (keep.length === this.rows && joins.length === 0) return
+    if (joins.length === 0) return this.compact(keep)
     const lens = [...keep.map((r) => this.lens[r]), ...joins.map((j) => j.len)]
     const width = lens.reduce((m, l) => Math.max(m, l), 0)
     const { numKvHeads: h, headDim: d } = this.io
@@ -85,6 +86,33 @@ export class BatchKvCache {
     this.lens = lens
     this.width = width
   }
+
+  /**
+   * Rows leaving without rows joining: the kept rows move up inside the same buffers (each row
+   * is one contiguous block, so this is a memmove of the rows after the first one removed, in
+   * memory that is already warm) and the tensors become views of the first rows. A fresh copy
+   * would touch fresh pages for the whole cache — at B=32 and 128 tokens, about as long as a
+   * decode step. Leading pad columns stay until the next copy: they are masked, so cost only a
+   * little compute.
+   */
+  private compact(keep: number[]): void {
+    this.layers = this.layers.map((layer) => ({ key: compactTensor(layer.key, keep), value: compactTensor(layer.value, keep) }))
+    this.seqIds = keep.map((r) => this.seqIds[r])
+    this.nextTokens = keep.map((r) => this.nextTokens[r])
+    this.lens = keep.map((r) => this.lens[r])
+    if (keep.length === 0) this.width = 0
+  }
+}
+
+/** Row `keep[i]` moved to row i in place; the tensor of the first keep.length rows, as a view. */
+function compactTensor(t: ort.Tensor, keep: number[]): ort.Tensor {
+  const [, h, width, d] = t.dims as [number, number, number, number]
+  const block = h * width * d
+  const data = t.data as Float32Array
+  keep.forEach((from, to) => {
+    if (from !== to) data.copyWithin(to * block, from * block, (from + 1) * block)
+  })
+  return new ort.Tensor('float32', data.subarray(0, keep.length * block), [keep.length, h, keep.length === 0 ? 0 : width, d])
 }
 
 /** A sequence entering the batch: its first sampled token and its KV from prefill. */
