@@ -13,7 +13,6 @@
  * Token streams are long and gappy: no body or headers timeout here (forward.ts owns the time
  * until headers; the client's disconnect owns the rest) and a long keep-alive.
  */
-import type { Readable } from 'node:stream'
 import { Agent } from 'undici'
 import type { UpstreamFetch } from './forward.ts'
 
@@ -59,27 +58,9 @@ export function createUndiciUpstream(opts: UndiciUpstreamOptions): UndiciUpstrea
   }
 
   return {
-    async fetch(url, init) {
+    fetch(url, init) {
       const target = new URL(url)
-      const res = await agentFor(target.origin).request({
-        origin: target.origin,
-        path: target.pathname + target.search,
-        method: (init.method ?? 'GET') as 'POST',
-        headers: Object.fromEntries(new Headers(init.headers)),
-        body: bytesOf(init.body),
-        idempotent: true,
-        signal: init.signal ?? undefined,
-      })
-      const headers = new Headers()
-      for (const [name, value] of Object.entries(res.headers)) {
-        if (Array.isArray(value)) for (const v of value) headers.append(name, v)
-        else if (value !== undefined) headers.set(name, value)
-      }
-      const nullBody = res.statusCode === 204 || res.statusCode === 304
-      if (nullBody) res.body.resume()
-      // Cancelling the web stream destroys the undici body, which resets the HTTP/2 stream.
-      const body = nullBody ? null : webBody(res.body)
-      return new Response(body, { status: res.statusCode, headers })
+      return dispatchFetch(agentFor(target.origin), target, init)
     },
     origins: () => [...agents.keys()],
     async close() {
@@ -90,44 +71,83 @@ export function createUndiciUpstream(opts: UndiciUpstreamOptions): UndiciUpstrea
 }
 
 /**
- * The undici body as a web stream, chunks as they come: the same contract as Readable.toWeb
- * (backpressure, cancel destroys the source, a source that fails or closes early errors the
- * stream), without its per-chunk queuing-strategy machinery, which cost more CPU per response
- * than the rest of the pass-through.
+ * One request through undici's dispatcher API, its answer as a web Response. The `request()` API
+ * would wrap it in an AsyncResource and a Node Readable, then the Readable in a web stream; the
+ * handler here feeds the web stream directly, with the same contract: backpressure (a full
+ * stream pauses the HTTP/2 stream until the client reads), the client's signal or a cancelled
+ * body aborts the upstream request (resetting the HTTP/2 stream), a failure after the headers
+ * errors the body.
  */
-export function webBody(source: Readable): ReadableStream<Uint8Array> {
-  let cancelled = () => {}
-  return new ReadableStream<Uint8Array>(
-    {
-      start(controller) {
-        // Settled once: after a cancel or an error the controller must not be touched again.
-        let open = true
-        const settle = (end: () => void) => {
-          if (!open) return
-          open = false
-          end()
-        }
-        source.on('data', (chunk: Buffer) => {
-          if (!open) return
-          controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength))
-          if ((controller.desiredSize ?? 0) <= 0) source.pause()
-        })
-        source.once('end', () => settle(() => controller.close()))
-        source.once('error', (e) => settle(() => controller.error(e)))
-        source.once('close', () => settle(() => controller.error(new Error('upstream body closed before its end'))))
-        cancelled = () => (open = false)
+function dispatchFetch(agent: Agent, target: URL, init: RequestInit): Promise<Response> {
+  return new Promise<Response>((resolve, reject) => {
+    const signal = init.signal ?? undefined
+    let abortUpstream: ((reason: Error) => void) | undefined
+    let resumeUpstream: (() => void) | undefined
+    let body: ReadableStreamDefaultController<Uint8Array> | undefined
+    let answered = false
+    let ended = false
+    const onAbort = () => abortUpstream?.(reasonOf(signal))
+    signal?.addEventListener('abort', onAbort, { once: true })
+    const end = (finish: () => void) => {
+      signal?.removeEventListener('abort', onAbort)
+      if (ended) return
+      ended = true
+      finish()
+    }
+    agent.dispatch(
+      {
+        origin: target.origin,
+        path: target.pathname + target.search,
+        method: (init.method ?? 'GET') as 'POST',
+        headers: Object.fromEntries(new Headers(init.headers)),
+        body: bytesOf(init.body),
+        idempotent: true,
       },
-      pull() {
-        source.resume()
+      {
+        onConnect(abort: (reason: Error) => void) {
+          if (signal?.aborted) return abort(reasonOf(signal))
+          abortUpstream = abort
+        },
+        onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void) {
+          if (statusCode < 200) return true
+          resumeUpstream = resume
+          const headers = new Headers()
+          for (let i = 0; i + 1 < rawHeaders.length; i += 2) headers.append(rawHeaders[i]!.toString('latin1'), rawHeaders[i + 1]!.toString('latin1'))
+          const nullBody = statusCode === 204 || statusCode === 304
+          const stream = nullBody
+            ? null
+            : new ReadableStream<Uint8Array>(
+                {
+                  start: (controller) => void (body = controller),
+                  pull: () => resumeUpstream?.(),
+                  cancel: () => end(() => abortUpstream?.(new Error('response body cancelled'))),
+                },
+                // Chunks the stream holds before the upstream is paused.
+                { highWaterMark: 16 },
+              )
+          answered = true
+          resolve(new Response(stream, { status: statusCode, headers }))
+          return true
+        },
+        onData(chunk: Buffer) {
+          if (ended || !body) return true
+          body.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength))
+          return (body.desiredSize ?? 1) > 0
+        },
+        onComplete() {
+          end(() => body?.close())
+        },
+        onError(err: Error) {
+          end(() => (answered ? body?.error(err) : reject(err)))
+        },
       },
-      cancel() {
-        cancelled()
-        source.destroy()
-      },
-    },
-    // Chunks the stream holds before the source is paused.
-    { highWaterMark: 16 },
-  )
+    )
+  })
+}
+
+function reasonOf(signal: AbortSignal | undefined): Error {
+  const reason: unknown = signal?.reason
+  return reason instanceof Error ? reason : new Error('request aborted')
 }
 
 function bytesOf(body: RequestInit['body']): Uint8Array | string | undefined {
