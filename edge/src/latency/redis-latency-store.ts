@@ -50,10 +50,10 @@ export function sampleIncrements(s: LatencySample, add: (key: string, field: str
 /** Field increments per hash key, with each hash's lifetime: what one pipeline writes. */
 export type IncrementBatch = Map<string, { ttlSeconds: number; fields: Map<string, number> }>
 
-export function addToBatch(batch: IncrementBatch, key: string, field: string, ttlSeconds: number): void {
+export function addToBatch(batch: IncrementBatch, key: string, field: string, ttlSeconds: number, n = 1): void {
   let hash = batch.get(key)
   if (!hash) batch.set(key, (hash = { ttlSeconds, fields: new Map() }))
-  hash.fields.set(field, (hash.fields.get(field) ?? 0) + 1)
+  hash.fields.set(field, (hash.fields.get(field) ?? 0) + n)
 }
 
 /** One pipeline: HINCRBY per distinct field, one EXPIRE per hash. */

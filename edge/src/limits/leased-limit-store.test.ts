@@ -32,15 +32,15 @@ function counted(store: LimitStore): LimitStore & { calls: number; answered: num
     tokens: (...a: Parameters<LimitStore['tokens']>) => track(store.tokens(...a)),
     refund: (...a: Parameters<LimitStore['refund']>) => track(store.refund(...a)),
   }
-  function track<T>(p: Promise<T>): Promise<T> {
+  function track<T>(p: T | Promise<T>): Promise<T> {
     c.calls++
-    return p.finally(() => c.answered++)
+    return Promise.resolve(p).finally(() => c.answered++)
   }
   return c
 }
 
 /** Whether `decide` was answered without waiting for Redis (a refill may start in the background). */
-async function decidedLocally(exact: { answered: number }, decide: () => Promise<unknown>): Promise<boolean> {
+async function decidedLocally(exact: { answered: number }, decide: () => unknown): Promise<boolean> {
   const before = exact.answered
   await decide()
   return exact.answered === before

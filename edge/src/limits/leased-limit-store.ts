@@ -102,7 +102,8 @@ export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions 
     background?.(work)
   }
 
-  const spend = async (id: string, limit: number, cost: number, take: (units: number) => Promise<LimitDecision>, background: Background | undefined): Promise<LimitDecision> => {
+  /** Decided locally (returned as is, no promise) when the lease covers it; else by Redis. */
+  const spend = (id: string, limit: number, cost: number, take: (units: number) => Promise<LimitDecision>, background: Background | undefined): LimitDecision | Promise<LimitDecision> => {
     const lease = leaseOf(id)
     const at = now()
     noteSpent(lease, cost, at)
@@ -111,6 +112,10 @@ export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions 
       maybeRefill(lease, limit, take, background)
       return { success: true, limit, remaining: Math.max(0, lease.last.remaining + lease.units), resetAtMs: lease.last.resetAtMs }
     }
+    return exactly(lease, at, limit, cost, take, background)
+  }
+
+  const exactly = async (lease: Lease, at: number, limit: number, cost: number, take: (units: number) => Promise<LimitDecision>, background: Background | undefined): Promise<LimitDecision> => {
     // The exact path: Redis decides this request (and any refusal is its own). Units the lease
     // holds that fall short of the charge (a big token charge) count towards it — even lapsed
     // ones, as they were taken from this key's budget — so they are neither held back from the
@@ -131,9 +136,9 @@ export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions 
 
   return {
     requests: (keyId, rpm, opts) =>
-      spend(`r|${keyId}|${rpm}`, rpm, opts?.units ?? 1, (units) => exact.requests(keyId, rpm, { units }), opts?.background),
+      spend(`r|${keyId}|${rpm}`, rpm, opts?.units ?? 1, async (units) => exact.requests(keyId, rpm, { units }), opts?.background),
     tokens: (keyId, tpm, cost, opts) =>
-      spend(`t|${keyId}|${tpm}`, tpm, cost, (units) => exact.tokens(keyId, tpm, units), opts?.background),
+      spend(`t|${keyId}|${tpm}`, tpm, cost, async (units) => exact.tokens(keyId, tpm, units), opts?.background),
     async refund(keyId, tpm, cost) {
       // A live lease takes the tokens back (they are still counted as spent in Redis, and will be
       // spent here within the lease period); otherwise Redis gets them back.

@@ -22,10 +22,10 @@ export type Background = (work: Promise<unknown>) => void
 
 /** What a limit store does; refusals are decisions, failures are thrown. */
 export interface LimitStore {
-  /** `units` requests (default 1) against `rpm` per minute. */
-  requests(keyId: string, rpm: number, opts?: { units?: number; background?: Background }): Promise<LimitDecision>
+  /** `units` requests (default 1) against `rpm` per minute. A decision made without I/O may come back as is. */
+  requests(keyId: string, rpm: number, opts?: { units?: number; background?: Background }): LimitDecision | Promise<LimitDecision>
   /** Charges `cost` tokens against `tpm` per minute; a refused charge is not kept. */
-  tokens(keyId: string, tpm: number, cost: number, opts?: { background?: Background }): Promise<LimitDecision>
+  tokens(keyId: string, tpm: number, cost: number, opts?: { background?: Background }): LimitDecision | Promise<LimitDecision>
   /** Gives back `cost` tokens charged earlier. */
   refund(keyId: string, tpm: number, cost: number): Promise<void>
 }
@@ -58,8 +58,16 @@ export function withFailurePolicy(store: LimitStore, policy: FailurePolicy): Rat
     return { success: open, limit, remaining: open ? limit : 0, resetAtMs: now() + DEGRADED_RESET_MS, degraded: true }
   }
 
-  const decide = async (limit: number, work: () => Promise<LimitDecision>): Promise<LimitDecision> => {
-    const result = await within(policy.timeoutMs, work)
+  const decide = async (limit: number, work: () => LimitDecision | Promise<LimitDecision>): Promise<LimitDecision> => {
+    let started: LimitDecision | Promise<LimitDecision>
+    try {
+      started = work()
+    } catch {
+      return degraded(limit)
+    }
+    // Decided without I/O (a lease): no timer to arm.
+    if (!(started instanceof Promise)) return started
+    const result = await within(policy.timeoutMs, () => started)
     return result === TIMED_OUT || result instanceof Error ? degraded(limit) : result
   }
 
