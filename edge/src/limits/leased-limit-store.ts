@@ -33,7 +33,6 @@ export interface LeaseOptions {
 
 export const DEFAULT_LEASE: LeaseOptions = { ttlMs: 1000, maxFraction: 1 / 32 }
 
-
 interface Lease {
   /** Units taken from Redis and not spent yet (valid until expiresAtMs). */
   units: number
@@ -112,16 +111,17 @@ export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions 
       maybeRefill(lease, limit, take, background)
       return { success: true, limit, remaining: Math.max(0, lease.last.remaining + lease.units), resetAtMs: lease.last.resetAtMs }
     }
-    return exactly(lease, at, limit, cost, take, background)
+    return exactly(lease, limit, cost, take, background)
   }
 
-  const exactly = async (lease: Lease, at: number, limit: number, cost: number, take: (units: number) => Promise<LimitDecision>, background: Background | undefined): Promise<LimitDecision> => {
+  const exactly = async (lease: Lease, limit: number, cost: number, take: (units: number) => Promise<LimitDecision>, background: Background | undefined): Promise<LimitDecision> => {
     // The exact path: Redis decides this request (and any refusal is its own). Units the lease
     // holds that fall short of the charge (a big token charge) count towards it — even lapsed
     // ones, as they were taken from this key's budget — so they are neither held back from the
     // request that needs them nor lost to a client that retries after a 429. A lapsed lease
-    // big enough for the charge is dropped instead: spending it would stretch its window.
-    const held = lease.units < cost ? lease.units : at < lease.expiresAtMs ? lease.units : 0
+    // big enough for the charge is dropped instead: spending it would stretch its window. (A live
+    // one that big never gets here: spend() used it.)
+    const held = lease.units < cost ? lease.units : 0
     if (held === 0) lease.units = 0
     const decision = await take(cost - held)
     if (decision.success) {
