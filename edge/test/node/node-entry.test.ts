@@ -14,7 +14,7 @@ import { apiKeyRedisKey, generateApiKey, hashApiKey, toApiKeyFields } from '../.
 import { parseEdgeConfig, type EdgeConfig } from '../../src/config.ts'
 import { startNodeEdge, type NodeEdge } from '../../src/node-server.ts'
 import { startFleet, type Fleet } from '../support/stand-in-fleet.ts'
-import type { Mode } from '../support/stand-in-node.ts'
+import { FLOOD_FRAMES, type Mode } from '../support/stand-in-node.ts'
 
 const SECRET = 'zl-test-edge-secret-0123456789'
 const US_EAST = '39.0,-77.5'
@@ -63,11 +63,11 @@ async function waitFor(requestId: string, until: 'received' | 'clientClosed'): P
   return (await res.json()) as { completed: boolean }
 }
 
-function chat(requestId: string, signal?: AbortSignal): Promise<Response> {
+function chat(requestId: string, signal?: AbortSignal, stream = true): Promise<Response> {
   return fetch(`${edge.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-request-id': requestId, 'x-zl-client-geo': US_EAST },
-    body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, stream: true }),
+    body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, stream }),
     ...(signal ? { signal } : {}),
   })
 }
@@ -95,6 +95,46 @@ describe('Node entry over an HTTP/2 upstream', () => {
     const closed = await Promise.all(ids.map((id) => waitFor(id, 'clientClosed')))
     expect(closed.every((r) => !r.completed)).toBe(true)
     expect(edge.upstream.origins()).toEqual([new URL(fleet.nodes[0]!.url).origin])
+  })
+})
+
+describe('Node entry when the h2c upstream fails or floods', () => {
+  const everywhere = (mode: Mode) => Object.fromEntries(fleet.gpuNodes.map((n) => [n.id, mode]))
+
+  it('ends a stream whose node breaks off mid-way with one dialect error event', async () => {
+    const id = `break-${crypto.randomUUID()}`
+    await script(id, everywhere('break'))
+    const res = await chat(id)
+    expect(res.status).toBe(200)
+    const text = await res.text()
+    expect(text).toContain('hello')
+    expect(text).toMatch(/\ndata: \{"error":\{"message":"The GPU node failed while streaming this response\.","type":"server_error","param":null,"code":"upstream_unavailable"\}\}\n\n$/)
+    expect(text.match(/"error"/g)).toHaveLength(1)
+  })
+
+  it('answers a clean 502 when a node breaks off mid-way through a JSON answer', async () => {
+    const id = `break-json-${crypto.randomUUID()}`
+    await script(id, everywhere('break'))
+    const res = await chat(id, undefined, false)
+    expect(res.status).toBe(502)
+    expect(await res.json()).toMatchObject({ error: { type: 'server_error', code: 'upstream_unavailable' } })
+  })
+
+  it('delivers a stream of thousands of frames sent at once intact and in order', async () => {
+    const id = `flood-${crypto.randomUUID()}`
+    await script(id, { 'us-east': 'flood' })
+    const res = await chat(id)
+    const reader = res.body!.getReader()
+    const decoder = new TextDecoder()
+    let text = ''
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      text += decoder.decode(value, { stream: true })
+    }
+    const ticks = [...text.matchAll(/ tick(\d+)/g)].map((m) => Number(m[1]))
+    expect(ticks).toEqual(Array.from({ length: FLOOD_FRAMES }, (_, n) => n))
+    expect(text.endsWith('data: [DONE]\n\n')).toBe(true)
   })
 })
 

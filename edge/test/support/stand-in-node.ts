@@ -3,8 +3,8 @@
  * well-formed stream or JSON body (the shared encoders), verifies the edge's signature, and
  * records what it received. What it does is scripted per request id (the edge forwards
  * x-request-id), so test files running at once never disturb each other:
- *   ok | 503 | 400 | hang (never answers) | break (2 frames, or half a JSON answer, then the socket dies) | slow (a frame
- *   every 20 ms for ~10 s: for abort tests).
+ *   ok | 503 | 400 | hang (never answers) | break (2 frames, or half a JSON answer, then the socket
+ *   dies) | slow (a frame every 20 ms for ~10 s: for abort tests) | flood (FLOOD_FRAMES at once).
  * Protocols: HTTP/1.1 (what workerd speaks to origins) or h2c with prior knowledge (the Node edge).
  */
 import http from 'node:http'
@@ -16,7 +16,10 @@ import { ApiError } from '../../../shared/src/api-error.ts'
 import { SSE_HEADERS } from '../../../shared/src/sse.ts'
 import { verifySignature } from '../../../shared/src/signature.ts'
 
-export type Mode = 'ok' | '503' | '400' | 'hang' | 'break' | 'slow'
+/** Frames a `flood` stream sends at once. */
+export const FLOOD_FRAMES = 5000
+
+export type Mode = 'ok' | '503' | '400' | 'hang' | 'break' | 'slow' | 'flood'
 
 export interface Received {
   node: string
@@ -129,6 +132,12 @@ async function handle(req: Req, res: Res, opts: StandInOptions): Promise<void> {
   if (mode === 'break') {
     // Let the frames reach the edge, then die mid-stream.
     setTimeout(() => destroy(req, res), 30)
+    return
+  }
+  if (mode === 'flood') {
+    // Thousands of frames at once (about 1 MB): far more than one read or one HTTP/2 window.
+    for (let n = 0; n < FLOOD_FRAMES; n++) write(res, enc.text(` tick${n}`))
+    res.end(enc.finish('stop', { promptTokens: 3, completionTokens: FLOOD_FRAMES }))
     return
   }
   if (mode === 'slow') {
