@@ -35,14 +35,18 @@ export interface LatencyReader {
 /** The histogram fields one sample increments, per hash key, and how long each hash lives (s). */
 export function sampleIncrements(s: LatencySample, add: (key: string, field: string, ttlSeconds: number) => void): void {
   const scopes: StatsScope[] = s.tenant === undefined ? [{ kind: 'all' }] : [{ kind: 'all' }, { kind: 'tenant', tenant: s.tenant }]
+  // The same fields go into every hash (minute and hour, all and tenant): named once.
+  const fields = [
+    fieldName(s.edge, s.nodeRegion, { kind: 'outcome', outcome: s.outcome }),
+    ...(s.ttfbMs !== undefined ? [fieldName(s.edge, s.nodeRegion, { kind: 'ttfb', bucket: bucketIndex(s.ttfbMs) })] : []),
+    fieldName(s.edge, s.nodeRegion, { kind: 'total', bucket: bucketIndex(s.totalMs) }),
+  ]
   for (const resolution of Object.keys(RESOLUTIONS) as Resolution[]) {
     const bucket = bucketOf(resolution, s.endedAtMs)
     const ttl = RESOLUTIONS[resolution].ttlSeconds
     for (const scope of scopes) {
       const key = latencyKey(resolution, bucket, scope)
-      add(key, fieldName(s.edge, s.nodeRegion, { kind: 'outcome', outcome: s.outcome }), ttl)
-      if (s.ttfbMs !== undefined) add(key, fieldName(s.edge, s.nodeRegion, { kind: 'ttfb', bucket: bucketIndex(s.ttfbMs) }), ttl)
-      add(key, fieldName(s.edge, s.nodeRegion, { kind: 'total', bucket: bucketIndex(s.totalMs) }), ttl)
+      for (const field of fields) add(key, field, ttl)
     }
   }
 }
