@@ -94,8 +94,9 @@ export function createNodeDeps(config: EdgeConfig, upstream: UndiciUpstream, red
     new Redis(new UndiciRedisRequester({ url: config.upstash.url, token: config.upstash.token, timeoutMs, pool: redisPool }))
   return {
     config,
-    // A long-lived process: latency samples are summed and written once a second.
-    ...createRedisBackedDeps(config, redis, { latencyBatching: DEFAULT_BATCHING }),
+    // A long-lived process: latency samples are summed and written once a second, and
+    // concurrent requests share key lookups and exact rate-limit calls.
+    ...createRedisBackedDeps(config, redis, { latencyBatching: DEFAULT_BATCHING, coalesce: true }),
     upstream: upstream.fetch,
     dashboardAssets: readDashboardAssets(),
     digest: nodeDigest,

@@ -5,13 +5,14 @@
  */
 import type { EdgeDeps } from './app.ts'
 import type { EdgeConfig } from './config.ts'
-import { createRedisKeyStore, type KeyRedis } from './keys/key-store.ts'
+import { createRedisKeyStore, type KeyRedis, type KeyStore } from './keys/key-store.ts'
 import { createBatchingLatencyRecorder, type BatchingOptions } from './latency/batching-recorder.ts'
 import { createRedisLatencyReader, createRedisLatencyRecorder, LATENCY_READ_TIMEOUT_MS, LATENCY_WRITE_TIMEOUT_MS, type LatencyRedis } from './latency/redis-latency-store.ts'
 import { withFailurePolicy } from './limits/rate-limiter.ts'
-import { createLeasedLimitStore } from './limits/leased-limit-store.ts'
+import { createLeasedLimitStore, DEFAULT_LEASE } from './limits/leased-limit-store.ts'
 import { createUpstashLimitStore, type UpstashRedis } from './limits/upstash-limit-store.ts'
 import { createNodeRegistry, REGISTRY_TIMEOUT_MS, type RegistryRedis } from './routing/node-registry.ts'
+import { singleFlight } from './single-flight.ts'
 
 /** Longest a key lookup may take before the request is answered 503 (a cached key needs none). */
 export const KEY_LOOKUP_TIMEOUT_MS = 1000
@@ -39,13 +40,18 @@ export function redisClientOptions(config: EdgeConfig, timeoutMs: number) {
 export interface RedisDepsOptions {
   /** Sum latency samples in memory and write them per batch (a long-lived process only). */
   latencyBatching?: BatchingOptions
+  /**
+   * Concurrent requests share Redis calls: one key lookup per API key at a time, one exact
+   * rate-limit call per key at a time (a long-lived process only; see single-flight.ts).
+   */
+  coalesce?: boolean
 }
 
 export function createRedisBackedDeps(config: EdgeConfig, redis: RedisFactory, options: RedisDepsOptions = {}): Pick<EdgeDeps, 'keys' | 'limiter' | 'registry' | 'latency' | 'latencyReader'> {
   const latencyRedis = redis(LATENCY_WRITE_TIMEOUT_MS)
   return {
-    keys: createRedisKeyStore(redis(KEY_LOOKUP_TIMEOUT_MS)),
-    limiter: withFailurePolicy(createLeasedLimitStore(createUpstashLimitStore(redis(config.rateLimitTimeoutMs))), {
+    keys: options.coalesce ? coalescedLookups(createRedisKeyStore(redis(KEY_LOOKUP_TIMEOUT_MS))) : createRedisKeyStore(redis(KEY_LOOKUP_TIMEOUT_MS)),
+    limiter: withFailurePolicy(createLeasedLimitStore(createUpstashLimitStore(redis(config.rateLimitTimeoutMs)), { ...DEFAULT_LEASE, coalesce: options.coalesce }), {
       mode: config.rateLimitFailureMode,
       timeoutMs: config.rateLimitTimeoutMs,
     }),
@@ -53,4 +59,9 @@ export function createRedisBackedDeps(config: EdgeConfig, redis: RedisFactory, o
     latency: options.latencyBatching ? createBatchingLatencyRecorder(latencyRedis, options.latencyBatching) : createRedisLatencyRecorder(latencyRedis),
     latencyReader: createRedisLatencyReader(redis(LATENCY_READ_TIMEOUT_MS)),
   }
+}
+
+/** A burst that finds an API key's cache entry expired makes one lookup, not one per request. */
+function coalescedLookups(store: KeyStore): KeyStore {
+  return { lookup: singleFlight((hashHex) => store.lookup(hashHex)) }
 }

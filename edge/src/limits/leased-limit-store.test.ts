@@ -5,7 +5,7 @@
 import { Redis } from '@upstash/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startLocalUpstash, type LocalUpstash } from '../../../infra/local/local-upstash.ts'
-import { createLeasedLimitStore } from './leased-limit-store.ts'
+import { createLeasedLimitStore, DEFAULT_LEASE } from './leased-limit-store.ts'
 import type { Background, LimitDecision, LimitStore } from './rate-limiter.ts'
 import { createUpstashLimitStore } from './upstash-limit-store.ts'
 
@@ -146,6 +146,43 @@ describe('leased limit store', () => {
     expect((await store.tokens(id, 3_200_000, 5000, { background: bg.background })).success).toBe(true)
     expect(charged[2]).toBe(4000)
     await bg.settled()
+  })
+
+  it('coalesced: a burst on a quiet key shares its Redis calls, and Redis counts every admission', async () => {
+    const exact = counted(createUpstashLimitStore(redis))
+    const store = createLeasedLimitStore(exact, { ...DEFAULT_LEASE, coalesce: true })
+    const id = keyId()
+    await awayFromWindowEdge()
+    const results = await Promise.all(Array.from({ length: 64 }, () => store.requests(id, 1_000_000)))
+    expect(results.every((d) => d.success)).toBe(true)
+    // The first request's call, then one call for the 63 that arrived meanwhile (and perhaps a
+    // lease refill started by it), instead of 64.
+    expect(exact.calls).toBeLessThanOrEqual(3)
+    expect(await windowCount(id)).toBeGreaterThanOrEqual(64)
+  })
+
+  it('coalesced: 30 concurrent against rpm 10 still admit exactly 10, each refusal Redis’s own', async () => {
+    const exact = counted(createUpstashLimitStore(redis))
+    const store = createLeasedLimitStore(exact, { ...DEFAULT_LEASE, coalesce: true })
+    const id = keyId()
+    await awayFromWindowEdge()
+    const results = await Promise.all(Array.from({ length: 30 }, () => store.requests(id, 10)))
+    expect(results.filter((d) => d.success)).toHaveLength(10)
+    for (const d of results.filter((x) => !x.success)) expect(d.remaining).toBe(0)
+    expect(await windowCount(id)).toBe(10)
+  })
+
+  it('coalesced: a store failure reaches every waiting request, and the next burst asks again', async () => {
+    let down = true
+    const inner = createUpstashLimitStore(redis)
+    const exact: LimitStore = { ...inner, requests: async (k, rpm, o) => (down ? Promise.reject(new Error('redis down')) : inner.requests(k, rpm, o)) }
+    const store = createLeasedLimitStore(exact, { ...DEFAULT_LEASE, coalesce: true })
+    const id = keyId()
+    const failed = await Promise.allSettled(Array.from({ length: 5 }, () => store.requests(id, 1_000_000)))
+    expect(failed.map((r) => r.status)).toEqual(Array(5).fill('rejected'))
+    down = false
+    const ok = await Promise.all(Array.from({ length: 5 }, () => store.requests(id, 1_000_000)))
+    expect(ok.every((d) => d.success)).toBe(true)
   })
 
   it('a lease that lapsed is not spent', async () => {

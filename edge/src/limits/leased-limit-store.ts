@@ -18,6 +18,13 @@
  *   towards that charge on the exact path, however old: the tokens left the bucket already.)
  * - A failed or refused refill changes nothing: the next request that finds the lease empty
  *   takes the exact path (with the failure policy of rate-limiter.ts around it).
+ * - With `coalesce` (a long-lived process only: on Workers a promise started by one request may
+ *   never settle for another), a key has at most one exact call in flight. Requests that need
+ *   the exact path meanwhile wait for it, then go as ONE call charging their sum: a burst on a
+ *   quiet key costs a few round trips instead of one each, which otherwise queue up in Redis.
+ *   A joint call is made only when the sum is at most half of what Redis last said is left;
+ *   near the limit, and when a joint call is refused, each waiter asks Redis alone, so
+ *   refusals stay exact.
  */
 import type { Background, LimitDecision, LimitStore } from './rate-limiter.ts'
 
@@ -29,6 +36,8 @@ export interface LeaseOptions {
   now?: () => number
   /** Keys (kind × key × limit) kept per isolate; the table is cleared when full. */
   maxEntries?: number
+  /** One exact call in flight per key; the requests that arrive meanwhile share the next. */
+  coalesce?: boolean
 }
 
 export const DEFAULT_LEASE: LeaseOptions = { ttlMs: 1000, maxFraction: 1 / 32 }
@@ -45,7 +54,16 @@ interface Lease {
   spent: number
   spentBefore: number
   periodStartMs: number
+  /** Set while an exact call is in flight (coalesce): the requests waiting for the next one. */
+  queue?: Waiter[]
 }
+
+interface Waiter {
+  cost: number
+  resolve(decision: LimitDecision | Promise<LimitDecision>): void
+}
+
+type Take = (units: number) => Promise<LimitDecision>
 
 /** A refill that has not answered in this long is treated as lost (its units never arrive). */
 const STUCK_MS = 5000
@@ -76,7 +94,7 @@ export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions 
   }
 
   /** Starts a background refill when the lease is low and a lease would be worth having. */
-  const maybeRefill = (lease: Lease, limit: number, take: (units: number) => Promise<LimitDecision>, background: Background | undefined) => {
+  const maybeRefill = (lease: Lease, limit: number, take: Take, background: Background | undefined) => {
     const at = now()
     if (lease.refillSinceMs !== 0 && at - lease.refillSinceMs < STUCK_MS) return
     const size = Math.floor(Math.min(limit * options.maxFraction, (lease.last?.remaining ?? 0) / 2, Math.max(lease.spent, lease.spentBefore)))
@@ -102,34 +120,86 @@ export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions 
   }
 
   /** Decided locally (returned as is, no promise) when the lease covers it; else by Redis. */
-  const spend = (id: string, limit: number, cost: number, take: (units: number) => Promise<LimitDecision>, background: Background | undefined): LimitDecision | Promise<LimitDecision> => {
+  const spend = (id: string, limit: number, cost: number, take: Take, background: Background | undefined): LimitDecision | Promise<LimitDecision> => {
     const lease = leaseOf(id)
-    const at = now()
-    noteSpent(lease, cost, at)
-    if (at < lease.expiresAtMs && lease.units >= cost && lease.last) {
-      lease.units -= cost
-      maybeRefill(lease, limit, take, background)
-      return { success: true, limit, remaining: Math.max(0, lease.last.remaining + lease.units), resetAtMs: lease.last.resetAtMs }
-    }
-    return exactly(lease, limit, cost, take, background)
+    noteSpent(lease, cost, now())
+    return fromLease(lease, limit, cost, take, background) ?? (options.coalesce ? coalesced(lease, limit, cost, take, background) : exactly(lease, limit, cost, take, background))
   }
 
-  const exactly = async (lease: Lease, limit: number, cost: number, take: (units: number) => Promise<LimitDecision>, background: Background | undefined): Promise<LimitDecision> => {
+  const fromLease = (lease: Lease, limit: number, cost: number, take: Take, background: Background | undefined): LimitDecision | undefined => {
+    if (!(now() < lease.expiresAtMs && lease.units >= cost && lease.last)) return undefined
+    lease.units -= cost
+    maybeRefill(lease, limit, take, background)
+    return { success: true, limit, remaining: Math.max(0, lease.last.remaining + lease.units), resetAtMs: lease.last.resetAtMs }
+  }
+
+  /** The exact path with at most one call in flight per key; later requests wait and share the next. */
+  const coalesced = (lease: Lease, limit: number, cost: number, take: Take, background: Background | undefined): Promise<LimitDecision> => {
+    if (lease.queue) return new Promise((resolve) => lease.queue!.push({ cost, resolve }))
+    lease.queue = []
+    const call = exactly(lease, limit, cost, take, background)
+    const next = () => {
+      const waiting = lease.queue!
+      lease.queue = undefined
+      if (waiting.length > 0) decideWaiting(lease, limit, waiting, take, background)
+    }
+    call.then(next, next)
+    return call
+  }
+
+  const decideWaiting = (lease: Lease, limit: number, waiting: Waiter[], take: Take, background: Background | undefined) => {
+    // A refill may have landed while they waited: what the lease covers is decided now.
+    const rest = waiting.filter((w) => {
+      const local = fromLease(lease, limit, w.cost, take, background)
+      if (local) w.resolve(local)
+      return !local
+    })
+    if (rest.length === 0) return
+    if (rest.length === 1) return rest[0].resolve(coalesced(lease, limit, rest[0].cost, take, background))
+    // One joint call only where it fits, like a refill: at most half of what Redis said is left.
+    // (A sliding window counts a multi-unit call that does not fit, and refuses it.) Otherwise,
+    // near the limit, each asks Redis alone.
+    const total = rest.reduce((sum, w) => sum + w.cost, 0)
+    if (total > (lease.last?.remaining ?? 0) / 2) {
+      for (const w of rest) w.resolve(exactly(lease, limit, w.cost, take, background))
+      return
+    }
+    const joint = coalesced(lease, limit, total, take, background)
+    joint.then(
+      (decision) => {
+        // Refused as a whole: each asks Redis on its own, so every refusal is Redis's answer.
+        for (const w of rest) w.resolve(decision.success ? decision : exactly(lease, limit, w.cost, take, background))
+      },
+      (e: unknown) => {
+        for (const w of rest) w.resolve(Promise.reject(e))
+      },
+    )
+  }
+
+  const exactly = async (lease: Lease, limit: number, cost: number, take: Take, background: Background | undefined): Promise<LimitDecision> => {
     // The exact path: Redis decides this request (and any refusal is its own). Units the lease
     // holds that fall short of the charge (a big token charge) count towards it — even lapsed
     // ones, as they were taken from this key's budget — so they are neither held back from the
     // request that needs them nor lost to a client that retries after a 429. A lapsed lease
     // big enough for the charge is dropped instead: spending it would stretch its window. (A live
     // one that big never gets here: spend() used it.)
+    // Held units are claimed before the call, so a concurrent exact call cannot count them too;
+    // they come back if Redis refuses or fails.
     const held = lease.units < cost ? lease.units : 0
-    if (held === 0) lease.units = 0
-    const decision = await take(cost - held)
+    lease.units = 0
+    let decision: LimitDecision
+    try {
+      decision = await take(cost - held)
+    } catch (e) {
+      lease.units += held
+      throw e
+    }
     if (decision.success) {
-      lease.units = Math.max(0, lease.units - held)
       lease.last = { ...decision, remaining: Math.max(0, decision.remaining - liveUnits(lease, now())) }
       maybeRefill(lease, limit, take, background)
       return decision
     }
+    lease.units += held
     lease.last = decision
     return decision
   }
