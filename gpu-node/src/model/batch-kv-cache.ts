@@ -7,6 +7,53 @@ export interface LayerKv {
   value: ort.Tensor
 }
 
+/** The batch-resident KV cache as ModelStep drives it (this file's concat cache, or slot-kv-cache.ts). */
+export interface BatchCache {
+  seqIds: number[]
+  lens: number[]
+  nextTokens: number[]
+  readonly rows: number
+  /** KV columns a decode step attends over (reported as the step's kvTokens). */
+  readonly width: number
+  decodeFeeds(): Record<string, ort.Tensor>
+  acceptDecode(outputs: ort.InferenceSession.ReturnType): void
+  relayout(remove: ReadonlySet<number>, joins?: readonly KvJoin[]): void
+}
+
+/** One sequence's own B=1 cache between its prefill chunks (chunked prefill is exact). */
+export interface PrefillCache {
+  readonly len: number
+  /** Feeds for the next `s` prompt tokens ([1, s]). */
+  feeds(ids: BigInt64Array, s: number): Record<string, ort.Tensor>
+  accept(outputs: ort.InferenceSession.ReturnType, s: number): void
+  join(seqId: number, nextToken: number): KvJoin
+}
+
+/** PrefillCache of a concat model: each chunk's presents are the next chunk's past. */
+export class ConcatPrefill implements PrefillCache {
+  private layers: LayerKv[]
+  len = 0
+
+  constructor(private readonly io: SessionIo) {
+    this.layers = emptyLayers(io, 1)
+  }
+
+  feeds(ids: BigInt64Array, s: number): Record<string, ort.Tensor> {
+    const mask = new BigInt64Array(this.len + s).fill(1n)
+    const positions = BigInt64Array.from({ length: s }, (_, i) => BigInt(this.len + i))
+    return modelFeeds(this.io, ids, [1, s], mask, this.len + s, positions, this.layers, this.len)
+  }
+
+  accept(outputs: ort.InferenceSession.ReturnType, s: number): void {
+    this.layers = presentsOf(this.io, outputs)
+    this.len += s
+  }
+
+  join(seqId: number, nextToken: number): KvJoin {
+    return { seqId, nextToken, len: this.len, layers: this.layers, row: 0 }
+  }
+}
+
 /**
  * The batch-resident, left-padded KV cache (FACTS.md: per-sequence caches gathered every step
  * cost more than the model step). Row b holds its `lens[b]` real tokens in the last columns;
@@ -14,7 +61,7 @@ export interface LayerKv {
  * `past_key_values.*` without a copy; data is re-laid (copied) only when rows join — then
  * all-pad leading columns are trimmed — and moved up in place when rows leave.
  */
-export class BatchKvCache {
+export class BatchKvCache implements BatchCache {
   seqIds: number[] = []
   /** Real tokens in the cache per row. */
   lens: number[] = []
@@ -73,7 +120,7 @@ export class BatchKvCache {
       keep.forEach((r, to) => copyRow(src, r, this.width, dst, to, width, this.lens[r], h, d))
       joins.forEach((j, i) => {
         const t = joined(j)
-        copyRow(t.data as Float32Array, j.row, t.dims[2], dst, keep.length + i, width, j.len, h, d)
+        copyRow(t.data as Float32Array, j.row, t.dims[2], dst, keep.length + i, width, j.len, h, d, j.start)
       })
       return new ort.Tensor('float32', dst, [rows, h, width, d])
     }
@@ -121,15 +168,17 @@ export interface KvJoin {
   nextToken: number
   /** Real tokens in its KV. */
   len: number
-  /** The prefill run's presents; this sequence is row `row` of them, right-aligned. */
+  /** The prefill run's KV; this sequence is row `row` of them, right-aligned unless `start` says. */
   layers: LayerKv[]
   row: number
+  /** Column of the sequence's first token (default: dims[2] − len, right-aligned). */
+  start?: number
 }
 
-/** Copies the last `len` columns of row `from` (width `fromWidth`) into the right end of row `to`. */
-function copyRow(src: Float32Array, from: number, fromWidth: number, dst: Float32Array, to: number, toWidth: number, len: number, h: number, d: number): void {
+/** Copies `len` columns of row `from` (width `fromWidth`; by default its last ones) into the right end of row `to`. */
+function copyRow(src: Float32Array, from: number, fromWidth: number, dst: Float32Array, to: number, toWidth: number, len: number, h: number, d: number, first = fromWidth - len): void {
   for (let head = 0; head < h; head++) {
-    const s = ((from * h + head) * fromWidth + (fromWidth - len)) * d
+    const s = ((from * h + head) * fromWidth + first) * d
     const t = ((to * h + head) * toWidth + (toWidth - len)) * d
     dst.set(src.subarray(s, s + len * d), t)
   }

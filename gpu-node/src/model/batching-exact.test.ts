@@ -1,19 +1,26 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import * as ort from 'onnxruntime-node'
-import { describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Engine } from '../engine/engine.ts'
 import { GREEDY, type EngineEvent, type EngineRequest } from '../engine/types.ts'
-import { BatchKvCache } from './batch-kv-cache.ts'
+import { BatchKvCache, type BatchCache } from './batch-kv-cache.ts'
+import { generateModel } from './generate/generate-model.ts'
 import { readModelDir, type ModelDir } from './model-dir.ts'
 import { ModelStep } from './model-step.ts'
 import { toModelInfo, type ModelInfo, type ModelRunner, type StepPlan } from './runner.ts'
 import { readSessionIo } from './session-io.ts'
+import { SlotKvCache } from './slot-kv-cache.ts'
 import { ModelTokenizer } from './tokenizer.ts'
 import { loadModel } from './load-model.ts'
 
 /**
  * Continuous batching must be exact: a greedy request returns the same text whether it ran
- * alone or joined/left a left-padded batch with others of different lengths. The control run
- * feeds buffer-index positions (the classic bug) and must differ, proving the test can fail.
+ * alone or joined/left a batch with others of different lengths — for both KV interfaces: the
+ * presets' slot cache (models/<preset>) and Optimum's concat interface with its left-padded cache
+ * (the same preset generated with kvCache 'concat'). The control runs feed wrong positions (the
+ * classic bugs of each layout) and must differ, proving the test can fail.
  */
 
 /** The same ModelStep the worker runs, on this thread, so the control can swap its cache. */
@@ -37,7 +44,16 @@ class BufferIndexPositions extends BatchKvCache {
   }
 }
 
-async function inProcessEngine(dir: ModelDir, cache?: (io: ReturnType<typeof readSessionIo>) => BatchKvCache) {
+/** The slot layout's version of the bug: every row at the longest row's position. */
+class SharedPositions extends SlotKvCache {
+  override decodeFeeds() {
+    const feeds = super.decodeFeeds()
+    feeds.position_ids = new ort.Tensor('int64', new BigInt64Array(this.rows).fill(BigInt(Math.max(...this.lens))), [this.rows, 1])
+    return feeds
+  }
+}
+
+async function inProcessEngine(dir: ModelDir, cache?: (io: ReturnType<typeof readSessionIo>) => BatchCache) {
   const session = await ort.InferenceSession.create(dir.onnxPath)
   const io = readSessionIo(session, dir.config)
   const info = toModelInfo(dir, io)
@@ -62,9 +78,19 @@ function requests(dir: ModelDir): EngineRequest[] {
   return prompts.map((p, i) => ({ id: `r${i}`, promptTokens: tok.encodeText(p), maxTokens: 6 + ((i * 7) % 23), stop: [], sampling: GREEDY, priority: 0, ignoreEos: true }))
 }
 
-for (const preset of ['tiny', 'tiny-llama']) {
-  describe(`continuous batching on the ${preset} model`, () => {
-    const dir = readModelDir(`models/${preset}`)
+const concatRoot = mkdtempSync(join(tmpdir(), 'zerolayer-batching-concat-'))
+beforeAll(async () => {
+  for (const preset of ['tiny', 'tiny-llama'] as const) await generateModel({ preset, outDir: join(concatRoot, preset), seed: 42, kvCache: 'concat' })
+}, 30_000)
+afterAll(() => rmSync(concatRoot, { recursive: true, force: true }))
+
+for (const [preset, kv] of [['tiny', 'slots'], ['tiny-llama', 'slots'], ['tiny', 'concat'], ['tiny-llama', 'concat']] as const) {
+  describe(`continuous batching on the ${preset} model (${kv} KV)`, () => {
+    const path = kv === 'slots' ? `models/${preset}` : join(concatRoot, preset)
+    let dir: ModelDir
+    beforeAll(() => {
+      dir = readModelDir(path)
+    })
 
     it('returns, for 9 concurrent greedy requests, exactly the text each gets alone', async () => {
       const reqs = requests(dir)
@@ -82,13 +108,16 @@ for (const preset of ['tiny', 'tiny-llama']) {
       const single = await inProcessEngine(dir)
       const alone: string[] = []
       for (const r of reqs) alone.push(await generate(single, { ...r, id: `alone-${r.id}` }))
-      const wrong = await inProcessEngine(dir, (io) => new BufferIndexPositions(io))
+      const wrong = await inProcessEngine(dir, (io) => {
+        expect(io.kvCache).toBe(kv)
+        return kv === 'slots' ? new SharedPositions(io) : new BufferIndexPositions(io)
+      })
       const together = await Promise.all(reqs.map((r) => generate(wrong, r)))
       expect(together).not.toEqual(alone)
     })
 
     it('runs the same way through the worker-thread runner', async () => {
-      const loaded = await loadModel({ modelDir: `models/${preset}`, executionProvider: 'cpu', maxBatch: 16, maxQueue: 64, kvBudgetMb: 1024, prefillChunk: 16 })
+      const loaded = await loadModel({ modelDir: path, executionProvider: 'cpu', maxBatch: 16, maxQueue: 64, kvBudgetMb: 1024, prefillChunk: 16 })
       const reqs = requests(dir)
       const single = await inProcessEngine(dir)
       const alone: string[] = []

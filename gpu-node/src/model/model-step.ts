@@ -1,23 +1,19 @@
 import { performance } from 'node:perf_hooks'
 import * as ort from 'onnxruntime-node'
 import { SequenceSampler } from '../engine/sampler.ts'
-import { BatchKvCache, emptyLayers, modelFeeds, presentsOf, type KvJoin, type LayerKv } from './batch-kv-cache.ts'
+import { BatchKvCache, ConcatPrefill, emptyLayers, modelFeeds, presentsOf, type BatchCache, type KvJoin, type PrefillCache } from './batch-kv-cache.ts'
 import type { SessionIo } from './session-io.ts'
 import type { PrefillPart, StepPlan, StepResult } from './runner.ts'
-
-/** A sequence between its first and last prefill chunk: its own B=1 cache. */
-interface Prefilling {
-  layers: LayerKv[]
-  len: number
-}
+import { SlotKvCache } from './slot-kv-cache.ts'
 
 /**
  * Executes StepPlans against an ONNX Runtime session: the batch cache, the prefill caches and
  * the per-sequence samplers all live here, beside the logits, so only token ids cross threads.
  */
 export class ModelStep {
-  private readonly batch: BatchKvCache
-  private readonly prefilling = new Map<number, Prefilling>()
+  private readonly batch: BatchCache
+  /** Sequences between their first and last prefill chunk, each with its own B=1 cache. */
+  private readonly prefilling = new Map<number, PrefillCache>()
   private readonly samplers = new Map<number, SequenceSampler>()
 
   constructor(
@@ -26,9 +22,9 @@ export class ModelStep {
     private readonly vocabSize: number,
     private readonly eosTokenIds: number[],
     /** Injectable so a test can prove that wrong positions would be caught. */
-    batch?: BatchKvCache,
+    batch?: BatchCache,
   ) {
-    this.batch = batch ?? new BatchKvCache(io)
+    this.batch = batch ?? (io.kvCache === 'slots' ? new SlotKvCache(io) : new BatchKvCache(io))
   }
 
   async run(plan: StepPlan): Promise<StepResult> {
@@ -75,19 +71,17 @@ export class ModelStep {
     const state = this.prefilling.get(p.seqId)
     if (!state) throw new Error(`prefill chunk for unknown sequence ${p.seqId}`)
     const s = p.tokens.length
-    const ids = BigInt64Array.from(p.tokens, (t) => BigInt(t))
-    const mask = new BigInt64Array(state.len + s).fill(1n)
-    const positions = BigInt64Array.from({ length: s }, (_, i) => BigInt(state.len + i))
-    const outputs = await this.session.run(modelFeeds(this.io, ids, [1, s], mask, state.len + s, positions, state.layers, state.len))
-    state.layers = presentsOf(this.io, outputs)
-    state.len += s
+    const outputs = await this.session.run(state.feeds(BigInt64Array.from(p.tokens, (t) => BigInt(t)), s))
+    state.accept(outputs, s)
     if (!p.last) return []
     this.prefilling.delete(p.seqId)
-    const token = this.samplerOf(p.seqId).sample(this.lastLogits(outputs, 0))
-    return [{ seqId: p.seqId, nextToken: token, len: state.len, layers: state.layers, row: 0 }]
+    return [state.join(p.seqId, this.samplerOf(p.seqId).sample(this.lastLogits(outputs, 0)))]
   }
 
-  /** Several whole short prompts as one left-padded batch (pads: mask 0, position 1). */
+  /**
+   * Several whole short prompts as one left-padded batch (pads: mask 0, position 1), with an
+   * empty past: the K/V outputs of both interfaces are then [k, kvHeads, width, headDim].
+   */
   private async prefillMany(parts: PrefillPart[]): Promise<KvJoin[]> {
     for (const p of parts) if (!p.start || !p.last) throw new Error('a multi-prompt prefill chunk takes whole prompts only')
     parts.forEach((p) => this.begin(p))
@@ -116,7 +110,7 @@ export class ModelStep {
   private begin(p: PrefillPart): void {
     const start = p.start!
     this.samplers.set(p.seqId, new SequenceSampler(start.sampling, start.tokens, start.promptLen, start.banEos ? this.eosTokenIds : []))
-    this.prefilling.set(p.seqId, { layers: emptyLayers(this.io, 1), len: 0 })
+    this.prefilling.set(p.seqId, this.io.kvCache === 'slots' ? SlotKvCache.forSequence(this.io, p.seqId) : new ConcatPrefill(this.io))
   }
 
   /** Row `row`'s logits at its last position (with left padding, the last column for every row). */

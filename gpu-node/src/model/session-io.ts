@@ -11,8 +11,15 @@ export interface SessionIo {
   numLayers: number
   numKvHeads: number
   headDim: number
+  /**
+   * 'concat': Optimum's interface, present.* = past ⧺ new (fed back as the next past).
+   * 'slots': zerolayer's generated variant: past is the runner's fixed-capacity cache, the
+   * outputs `new_key_values.*` carry only the step's new K/V (slot-kv-cache.ts).
+   */
+  kvCache: 'concat' | 'slots'
   pastKey: string[]
   pastValue: string[]
+  /** The K/V outputs: present.* (concat) or new_key_values.* (slots). */
   presentKey: string[]
   presentValue: string[]
   hasPositionIds: boolean
@@ -31,8 +38,11 @@ export function readSessionIo(session: ort.InferenceSession, config: ModelConfig
   while (inputs.has(`past_key_values.${numLayers}.key`)) numLayers++
   if (numLayers === 0) throw new Error('model.onnx: no past_key_values.0.key input; export the model "with past" (Optimum task text-generation-with-past)')
   const idx = Array.from({ length: numLayers }, (_, i) => i)
-  const presentKey = idx.map((i) => `present.${i}.key`)
-  for (const name of presentKey) if (!outputs.has(name)) throw new Error(`model.onnx: output "${name}" missing`)
+  const kvCache = outputs.has('new_key_values.0.key') ? 'slots' : 'concat'
+  const out = kvCache === 'slots' ? 'new_key_values' : 'present'
+  const presentKey = idx.map((i) => `${out}.${i}.key`)
+  const presentValue = idx.map((i) => `${out}.${i}.value`)
+  for (const name of [...presentKey, ...presentValue]) if (!outputs.has(name)) throw new Error(`model.onnx: output "${name}" missing`)
   const meta = session.inputMetadata.find((m) => m.name === 'past_key_values.0.key')
   const shape = meta && meta.isTensor ? meta.shape : []
   const numKvHeads = typeof shape[1] === 'number' ? shape[1] : config.numKvHeads
@@ -42,10 +52,11 @@ export function readSessionIo(session: ort.InferenceSession, config: ModelConfig
     numLayers,
     numKvHeads,
     headDim,
+    kvCache,
     pastKey: idx.map((i) => `past_key_values.${i}.key`),
     pastValue: idx.map((i) => `past_key_values.${i}.value`),
     presentKey,
-    presentValue: idx.map((i) => `present.${i}.value`),
+    presentValue,
     hasPositionIds: inputs.has('position_ids'),
     hasUseCacheBranch: inputs.has('use_cache_branch'),
     hasNumLogitsToKeep: inputs.has('num_logits_to_keep'),

@@ -11,12 +11,13 @@
  */
 
 import type { GraphBuilder } from './graph-builder.ts'
-import { declaresLogitsToKeep, headDim, kvHeadCount, type ModelPreset } from './presets.ts'
+import { declaresLogitsToKeep, headDim, kvHeadCount, usesSlotCache, type ModelPreset } from './presets.ts'
 
 const BATCH = 'batch_size'
 const SEQ = 'sequence_length'
 const PAST = 'past_sequence_length'
 const TOTAL = 'total_sequence_length'
+const CAPACITY = 'past_capacity'
 
 export interface DecoderInputs {
   inputIds: string
@@ -33,6 +34,9 @@ export const pastKeyName = (layer: number): string => `past_key_values.${layer}.
 export const pastValueName = (layer: number): string => `past_key_values.${layer}.value`
 export const presentKeyName = (layer: number): string => `present.${layer}.key`
 export const presentValueName = (layer: number): string => `present.${layer}.value`
+/** The slot-cache variant's outputs: only this step's K/V, [B,H_kv,S,D]. */
+export const newKeyName = (layer: number): string => `new_key_values.${layer}.key`
+export const newValueName = (layer: number): string => `new_key_values.${layer}.value`
 export const LOGITS = 'logits'
 export const USE_CACHE_BRANCH = 'use_cache_branch'
 export const NUM_LOGITS_TO_KEEP = 'num_logits_to_keep'
@@ -55,7 +59,7 @@ export function decoderOutputNames(layers: number): string[] {
 }
 
 export function declareDecoderInputs(g: GraphBuilder, p: ModelPreset): DecoderInputs {
-  const kvShape = [BATCH, kvHeadCount(p), PAST, headDim(p)]
+  const kvShape = [BATCH, kvHeadCount(p), usesSlotCache(p) ? CAPACITY : PAST, headDim(p)]
   const inputs: DecoderInputs = {
     inputIds: g.input('input_ids', 'int64', [BATCH, SEQ]),
     attentionMask: g.input('attention_mask', 'int64', [BATCH, TOTAL]),
@@ -87,10 +91,11 @@ export function logitPositions(g: GraphBuilder, io: DecoderInputs, h: string): s
 
 /** Declares the outputs; the graph must already have produced values of these names. */
 export function declareDecoderOutputs(g: GraphBuilder, p: ModelPreset): void {
-  const kvShape = [BATCH, kvHeadCount(p), TOTAL, headDim(p)]
+  const slots = usesSlotCache(p)
+  const kvShape = [BATCH, kvHeadCount(p), slots ? SEQ : TOTAL, headDim(p)]
   g.output(LOGITS, 'float32', [BATCH, declaresLogitsToKeep(p) ? KEPT : SEQ, p.vocabSize])
   for (let i = 0; i < p.layers; i++) {
-    g.output(presentKeyName(i), 'float32', kvShape)
-    g.output(presentValueName(i), 'float32', kvShape)
+    g.output(slots ? newKeyName(i) : presentKeyName(i), 'float32', kvShape)
+    g.output(slots ? newValueName(i) : presentValueName(i), 'float32', kvShape)
   }
 }

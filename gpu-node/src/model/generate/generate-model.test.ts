@@ -25,7 +25,7 @@ describe.each(['tiny', 'tiny-llama'] as const)('generateModel(%s)', (preset) => 
     const [a, b, c] = [await generate(preset, 7), await generate(preset, 7), await generate(preset, 8)]
     for (const f of FILES) expect(sha256(join(b, f)), f).toBe(sha256(join(a, f)))
     expect(sha256(join(c, 'model.onnx'))).not.toBe(sha256(join(a, 'model.onnx')))
-    expect(readJson(join(c, 'config.json')).zerolayer).toEqual({ preset, seed: 8, lm_head_bias: true })
+    expect(readJson(join(c, 'config.json')).zerolayer).toEqual({ preset, seed: 8, lm_head_bias: true, kv_cache: 'slots' })
   })
 
   it('writes HF-style config.json and generation_config.json', async () => {

@@ -27,6 +27,8 @@ export interface GenerateModelOptions {
   optionalInputs?: boolean
   /** Declare `num_logits_to_keep` alone; defaults to the preset's own flag. */
   logitsToKeep?: boolean
+  /** KV interface; defaults to the preset's own (see presets.ts). */
+  kvCache?: 'concat' | 'slots'
   /** Progress lines (the CLI prints them). */
   onProgress?: (message: string) => void
 }
@@ -42,8 +44,10 @@ export interface GeneratedModel {
  * declared inputs, weights). Cached model directories whose stamp differs are regenerated
  * (ensure-model.ts), so nobody keeps benchmarking or serving a stale graph.
  *   2: scores as K·Qᵀ (no copy of the key cache), `num_logits_to_keep` on the small presets.
+ *   3: the zerolayer presets (all but tiny-optimum-legacy) use the slot KV interface
+ *      (cache-attention-graph.ts): past = the runner's fixed-capacity cache, outputs = new K/V only.
  */
-export const GENERATOR_VERSION = '2'
+export const GENERATOR_VERSION = '3'
 /** The file in a generated directory holding GENERATOR_VERSION; written last. */
 export const GENERATOR_STAMP = 'zerolayer-generator-version'
 
@@ -65,6 +69,7 @@ export async function generateModel(options: GenerateModelOptions): Promise<Gene
     ...base,
     ...(options.optionalInputs === undefined ? {} : { optionalInputs: options.optionalInputs }),
     ...(options.logitsToKeep === undefined ? {} : { logitsToKeep: options.logitsToKeep }),
+    ...(options.kvCache === undefined ? {} : { kvCache: options.kvCache }),
   }
   const log = options.onProgress ?? (() => {})
   mkdirSync(outDir, { recursive: true })

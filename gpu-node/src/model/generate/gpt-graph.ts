@@ -3,8 +3,9 @@
  * attention with biases, GELU MLP of 4x width, final LayerNorm, untied LM head.
  */
 
-import { attend, buildAttentionMask, splitHeads } from './attention-graph.ts'
-import { declareDecoderInputs, declareDecoderOutputs, LOGITS, logitPositions, presentKeyName, presentValueName } from './decoder-io.ts'
+import { buildAttentionMask, splitHeads } from './attention-graph.ts'
+import { attendLayer } from './cache-attention-graph.ts'
+import { declareDecoderInputs, declareDecoderOutputs, LOGITS, logitPositions } from './decoder-io.ts'
 import { GraphBuilder } from './graph-builder.ts'
 import { BIAS_STD, EMBED_STD, LOGIT_STD, MLP_WRITE_GAIN, POSITION_STD, QK_GAIN, readStd, scaleColumns, writeStd } from './init-scales.ts'
 import { gelu, layerNorm, linear, lmHead } from './layers.ts'
@@ -30,14 +31,12 @@ export function buildGptGraph(p: GptPreset, seed: number, vocabBias: Float32Arra
     // Fused c_attn as in GPT-2: one [d, 3d] GEMM, then split into q, k, v.
     const qkv = g.op('Add', [g.op('MatMul', [x, cAttnWeight(g, `${pre}.attn.c_attn.weight`, d)]), g.normal(`${pre}.attn.c_attn.bias`, [3 * d], BIAS_STD)])
     const [q, k, v] = g.opMulti('Split', [qkv, g.ints([d, d, d])], 3, { axis: { int: 2 } })
-    const context = attend(g, {
+    const context = attendLayer(g, p, i, {
       query: splitHeads(g, q, p.heads, headDim),
       key: splitHeads(g, k, p.heads, headDim),
       value: splitHeads(g, v, p.heads, headDim),
       pastKey: io.pastKeys[i],
       pastValue: io.pastValues[i],
-      presentKeyName: presentKeyName(i),
-      presentValueName: presentValueName(i),
       mask,
       heads: p.heads,
       kvHeads: p.heads,

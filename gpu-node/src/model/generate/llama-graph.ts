@@ -4,8 +4,9 @@
  * in the blocks, final RMSNorm, untied LM head.
  */
 
-import { attend, buildAttentionMask, splitHeads } from './attention-graph.ts'
-import { declareDecoderInputs, declareDecoderOutputs, LOGITS, logitPositions, presentKeyName, presentValueName } from './decoder-io.ts'
+import { buildAttentionMask, splitHeads } from './attention-graph.ts'
+import { attendLayer } from './cache-attention-graph.ts'
+import { declareDecoderInputs, declareDecoderOutputs, LOGITS, logitPositions } from './decoder-io.ts'
 import { GraphBuilder } from './graph-builder.ts'
 import { EMBED_STD, LOGIT_STD, MLP_WRITE_GAIN, QK_GAIN, readStd, scaleColumns, writeStd } from './init-scales.ts'
 import { linear, lmHead, rmsNorm, silu } from './layers.ts'
@@ -33,15 +34,13 @@ export function buildLlamaGraph(p: LlamaPreset, seed: number, vocabBias: Float32
     scaleColumns(qkvWeight, qWidth + 2 * kvWidth, 0, qWidth + kvWidth, QK_GAIN)
     const qkv = g.op('MatMul', [x, g.weight(qkvName, [d, qWidth + 2 * kvWidth], qkvWeight)])
     const [q, k, v] = g.opMulti('Split', [qkv, g.ints([qWidth, kvWidth, kvWidth])], 3, { axis: { int: 2 } })
-    const context = attend(g, {
+    const context = attendLayer(g, p, i, {
       query: applyRope(g, splitHeads(g, q, p.heads, headDim), rope, headDim),
       // Keys are cached after RoPE, as in HF: past keys never need re-rotation.
       key: applyRope(g, splitHeads(g, k, p.kvHeads, headDim), rope, headDim),
       value: splitHeads(g, v, p.kvHeads, headDim),
       pastKey: io.pastKeys[i],
       pastValue: io.pastValues[i],
-      presentKeyName: presentKeyName(i),
-      presentValueName: presentValueName(i),
       mask,
       heads: p.heads,
       kvHeads: p.kvHeads,

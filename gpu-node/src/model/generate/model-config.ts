@@ -4,7 +4,8 @@ import type { ModelPreset, PresetName } from './presets.ts'
 import type { SpecialTokenIds } from './tokenizer-files.ts'
 
 export function buildConfigJson(name: PresetName, p: ModelPreset, seed: number, ids: SpecialTokenIds): Record<string, unknown> {
-  const zerolayer = { preset: name, seed, lm_head_bias: true }
+  // kv_cache: which KV interface model.onnx has (the runner reads it from the outputs; this is for people).
+  const zerolayer = { preset: name, seed, lm_head_bias: true, kv_cache: p.kvCache ?? 'concat' }
   if (p.family === 'gpt2') {
     return {
       architectures: ['GPT2LMHeadModel'],

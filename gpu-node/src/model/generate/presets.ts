@@ -13,6 +13,12 @@ interface OptionalInputsFlag {
    * position only instead of every prompt position.
    */
   logitsToKeep?: boolean
+  /**
+   * KV interface: 'concat' (default) is Optimum's, present = past ⧺ new; 'slots' takes the
+   * runner's fixed-capacity cache buffers as past and outputs only the new K/V (see
+   * cache-attention-graph.ts). Weights never depend on it.
+   */
+  kvCache?: 'concat' | 'slots'
 }
 
 export interface GptPreset extends OptionalInputsFlag {
@@ -44,17 +50,17 @@ export interface LlamaPreset extends OptionalInputsFlag {
 export type ModelPreset = GptPreset | LlamaPreset
 
 export const PRESETS = {
-  tiny: { family: 'gpt2', vocabSize: 512, hidden: 256, layers: 4, heads: 4, maxPositions: 1024 },
-  /** `tiny` (same seed, same weights) that also declares Optimum's optional inputs. */
+  tiny: { family: 'gpt2', vocabSize: 512, hidden: 256, layers: 4, heads: 4, maxPositions: 1024, kvCache: 'slots' },
+  /** `tiny` (same seed, same weights) with Optimum's interface: concat KV and the optional inputs. */
   'tiny-optimum-legacy': { family: 'gpt2', vocabSize: 512, hidden: 256, layers: 4, heads: 4, maxPositions: 1024, optionalInputs: true },
-  small: { family: 'gpt2', vocabSize: 32000, hidden: 512, layers: 8, heads: 8, maxPositions: 2048, logitsToKeep: true },
+  small: { family: 'gpt2', vocabSize: 32000, hidden: 512, layers: 8, heads: 8, maxPositions: 2048, logitsToKeep: true, kvCache: 'slots' },
   'tiny-llama': {
     family: 'llama', vocabSize: 512, hidden: 256, intermediate: 704, layers: 4, heads: 8, kvHeads: 2,
-    maxPositions: 2048, ropeTheta: 10000, rmsNormEps: 1e-6,
+    maxPositions: 2048, ropeTheta: 10000, rmsNormEps: 1e-6, kvCache: 'slots',
   },
   'small-llama': {
     family: 'llama', vocabSize: 32000, hidden: 512, intermediate: 1408, layers: 8, heads: 8, kvHeads: 2,
-    maxPositions: 2048, ropeTheta: 10000, rmsNormEps: 1e-6, logitsToKeep: true,
+    maxPositions: 2048, ropeTheta: 10000, rmsNormEps: 1e-6, logitsToKeep: true, kvCache: 'slots',
   },
 } as const satisfies Record<string, ModelPreset>
 
@@ -64,6 +70,10 @@ export const DEFAULT_SEED = 42
 
 export function isPresetName(name: string): name is PresetName {
   return Object.hasOwn(PRESETS, name)
+}
+
+export function usesSlotCache(p: ModelPreset): boolean {
+  return p.kvCache === 'slots'
 }
 
 export function headDim(p: ModelPreset): number {

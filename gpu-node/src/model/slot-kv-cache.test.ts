@@ -1,0 +1,122 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import * as ort from 'onnxruntime-node'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { GREEDY } from '../engine/types.ts'
+import { BatchKvCache } from './batch-kv-cache.ts'
+import { generateModel } from './generate/generate-model.ts'
+import { readModelDir } from './model-dir.ts'
+import { ModelStep } from './model-step.ts'
+import type { PrefillPart, StepPlan, StepResult } from './runner.ts'
+import { readSessionIo } from './session-io.ts'
+import { SlotKvCache } from './slot-kv-cache.ts'
+
+/**
+ * The slot KV interface (the presets' graphs) against Optimum's concat interface (the same preset
+ * and seed generated with kvCache 'concat'): one scripted run of StepPlans — a padded
+ * multi-prompt prefill, chunked prefill during decoding, rows leaving (in-place compaction),
+ * rows joining after that, capacity growth and shrinking — must give every session.run's logits
+ * within 1e-4 and identical greedy tokens. A small slot step makes the capacity move often.
+ */
+
+const root = mkdtempSync(join(tmpdir(), 'zerolayer-slot-kv-'))
+beforeAll(async () => {
+  for (const preset of ['tiny', 'tiny-llama'] as const) {
+    for (const kvCache of ['slots', 'concat'] as const) await generateModel({ preset, outDir: join(root, `${preset}-${kvCache}`), seed: 42, kvCache })
+  }
+}, 30_000)
+afterAll(() => rmSync(root, { recursive: true, force: true }))
+
+/** A deterministic prompt of `n` tokens for sequence `id`. */
+const prompt = (id: number, n: number): number[] => Array.from({ length: n }, (_, i) => 3 + ((id * 37 + i * 11) % 500))
+
+function start(id: number, n: number): PrefillPart['start'] {
+  return { sampling: GREEDY, promptLen: n, banEos: true, tokens: prompt(id, n) }
+}
+const whole = (id: number, n: number): PrefillPart => ({ seqId: id, tokens: prompt(id, n), last: true, start: start(id, n) })
+
+/** The scripted run: sequence ids 1..8 with prompts of various lengths. */
+function plans(): StepPlan[] {
+  const decode = (release: number[] = [], prefill: PrefillPart[] = []): StepPlan => ({ release, decode: true, prefill })
+  const long = prompt(4, 13)
+  const steps: StepPlan[] = [{ release: [], decode: false, prefill: [whole(1, 3), whole(2, 7), whole(3, 5)] }]
+  steps.push(decode(), decode(), decode())
+  // Sequence 4 is prefilled in three chunks while the batch decodes, then joins.
+  steps.push(decode([], [{ seqId: 4, tokens: long.slice(0, 5), last: false, start: start(4, 13) }]))
+  steps.push(decode([], [{ seqId: 4, tokens: long.slice(5, 10), last: false }]))
+  steps.push(decode([], [{ seqId: 4, tokens: long.slice(10), last: true }]))
+  for (let i = 0; i < 4; i++) steps.push(decode())
+  steps.push(decode([2])) // a middle row leaves: compaction in place
+  steps.push(decode([1], [whole(5, 4)])) // the first row leaves, another joins
+  for (let i = 0; i < 20; i++) steps.push(decode()) // growth past several slot steps
+  steps.push(decode([], [whole(6, 2)]))
+  for (let i = 0; i < 4; i++) steps.push(decode())
+  steps.push(decode([3, 4, 5], [whole(7, 3)])) // the long rows leave as a short one joins: shrink
+  for (let i = 0; i < 3; i++) steps.push(decode())
+  steps.push(decode([6, 7])) // the batch empties
+  steps.push({ release: [], decode: true, prefill: [whole(8, 6)] })
+  for (let i = 0; i < 3; i++) steps.push(decode())
+  return steps
+}
+
+/** Runs the plans, recording every session.run's logits and every step's result. */
+async function run(dir: string, slotStep?: number): Promise<{ logits: Float32Array[]; results: StepResult[]; capacities: number[] }> {
+  const model = readModelDir(dir)
+  const session = await ort.InferenceSession.create(model.onnxPath)
+  const io = readSessionIo(session, model.config)
+  const logits: Float32Array[] = []
+  const recording = {
+    run: async (feeds: Record<string, ort.Tensor>) => {
+      const out = await session.run(feeds)
+      logits.push((out.logits as ort.Tensor).data as Float32Array)
+      return out
+    },
+  } as unknown as ort.InferenceSession
+  const batch = io.kvCache === 'slots' ? new SlotKvCache(io, slotStep) : new BatchKvCache(io)
+  const step = new ModelStep(recording, io, model.config.vocabSize, model.eosTokenIds, batch)
+  const results: StepResult[] = []
+  const capacities: number[] = []
+  try {
+    for (const plan of plans()) {
+      results.push(await step.run(plan))
+      if (batch instanceof SlotKvCache) capacities.push(batch.capacity)
+    }
+  } finally {
+    await session.release()
+  }
+  return { logits, results, capacities }
+}
+
+for (const preset of ['tiny', 'tiny-llama'] as const) {
+  describe(`slot KV cache on ${preset}`, () => {
+    it('matches the concat interface: logits within 1e-4, identical greedy tokens, through growth, leaving, joining and shrinking', async () => {
+      const concat = await run(join(root, `${preset}-concat`))
+      const slots = await run(join(root, `${preset}-slots`), 4)
+      expect(slots.logits.length).toBe(concat.logits.length)
+      let maxDiff = 0
+      slots.logits.forEach((l, i) => {
+        expect(l.length, `run ${i}`).toBe(concat.logits[i].length)
+        // Equal first: banned tokens' logits are -Infinity in both (lm-head-bias.ts), and -∞ − -∞ is NaN.
+        for (let j = 0; j < l.length; j++) if (l[j] !== concat.logits[i][j]) maxDiff = Math.max(maxDiff, Math.abs(l[j] - concat.logits[i][j]))
+      })
+      expect(maxDiff).toBeLessThan(1e-4)
+      const tokens = (r: StepResult[]) => r.map((x) => ({ decoded: x.decoded, joined: x.joined, rows: x.kvRows }))
+      expect(tokens(slots.results)).toEqual(tokens(concat.results))
+      // kvTokens is the longest row; the capacity grew in steps of 4, shrank when the long rows
+      // left, and was freed when the batch emptied.
+      slots.results.forEach((r, i) => expect(r.kvTokens).toBeLessThanOrEqual(slots.capacities[i]))
+      const widths = slots.capacities
+      expect(widths.every((w) => w % 4 === 0)).toBe(true)
+      expect(new Set(widths).size).toBeGreaterThan(5)
+      expect(widths.some((w, i) => i > 0 && slots.results[i].kvRows > 0 && slots.results[i - 1].kvRows > 0 && w < widths[i - 1])).toBe(true)
+      expect(widths[widths.length - 5]).toBe(0)
+    })
+
+    it('gives the same tokens with the default slot step', async () => {
+      const concat = await run(join(root, `${preset}-concat`))
+      const slots = await run(join(root, `${preset}-slots`))
+      expect(slots.results.map((r) => r.decoded)).toEqual(concat.results.map((r) => r.decoded))
+    })
+  })
+}

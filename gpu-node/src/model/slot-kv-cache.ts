@@ -1,0 +1,213 @@
+import * as ort from 'onnxruntime-node'
+import { modelFeeds, presentsOf, type BatchCache, type KvJoin, type LayerKv, type PrefillCache } from './batch-kv-cache.ts'
+import type { SessionIo } from './session-io.ts'
+
+/**
+ * Spare slots are added in steps of this many. A regrow copies the cache once; spare slots are
+ * masked and cost only a little attention compute. 32 keeps both small at short contexts.
+ */
+export const SLOT_STEP = 32
+const ROW_STEP = 8
+
+/**
+ * The KV cache of a "slots" model (session-io.ts): per layer, K and V buffers this class owns,
+ * [rowCapacity, kvHeads, capacity, headDim] float32. Row b holds its `lens[b]` tokens in slots
+ * 0..lens[b]-1; the session gets the first `rows` rows as past (a view, no copy) with
+ * attention_mask 1 on those slots, and returns only the step's new K/V, which are written into
+ * the next free slots here. So a step never copies the whole cache — the concat interface makes
+ * ONNX Runtime copy it into `present.*` and onnxruntime-node copy that again (FACTS.md), a cost
+ * that grows with B·T. The whole cache is copied only when the buffers grow (rarely) or shrink.
+ *
+ * Serves both as the batch cache and, with one row, as a sequence's cache during chunked prefill.
+ */
+export class SlotKvCache implements BatchCache, PrefillCache {
+  seqIds: number[] = []
+  lens: number[] = []
+  nextTokens: number[] = []
+  /** Slots per row: the width every step attends over. */
+  capacity = 0
+  private rowCapacity = 0
+  private keys: Float32Array[] = []
+  private values: Float32Array[] = []
+
+  constructor(
+    private readonly io: SessionIo,
+    private readonly slotStep = SLOT_STEP,
+  ) {}
+
+  /** An empty one-row cache for a sequence being prefilled in chunks. */
+  static forSequence(io: SessionIo, seqId: number, slotStep = SLOT_STEP): SlotKvCache {
+    const c = new SlotKvCache(io, slotStep)
+    c.seqIds = [seqId]
+    c.lens = [0]
+    c.nextTokens = [0]
+    return c
+  }
+
+  get rows(): number {
+    return this.seqIds.length
+  }
+
+  /** Reported as the KV width (kvTokens): the longest row, as the concat cache's padded width. */
+  get width(): number {
+    return maxOf(this.lens)
+  }
+
+  get len(): number {
+    return this.lens[0] ?? 0
+  }
+
+  decodeFeeds(): Record<string, ort.Tensor> {
+    return this.feeds(BigInt64Array.from(this.nextTokens, (t) => BigInt(t)), 1)
+  }
+
+  acceptDecode(outputs: ort.InferenceSession.ReturnType): void {
+    this.accept(outputs, 1)
+  }
+
+  /**
+   * Feeds for `s` new tokens per row (ids [rows, s]) at positions lens[b]..lens[b]+s-1. Makes
+   * room first, so the new K/V can be written after the step.
+   */
+  feeds(ids: BigInt64Array, s: number): Record<string, ort.Tensor> {
+    const b = this.rows
+    this.reserve(b, maxOf(this.lens) + s)
+    const cap = this.capacity
+    const total = cap + s
+    const mask = new BigInt64Array(b * total)
+    const positions = new BigInt64Array(b * s)
+    for (let r = 0; r < b; r++) {
+      mask.fill(1n, r * total, r * total + this.lens[r])
+      mask.fill(1n, r * total + cap, (r + 1) * total)
+      for (let i = 0; i < s; i++) positions[r * s + i] = BigInt(this.lens[r] + i)
+    }
+    return modelFeeds(this.io, ids, [b, s], mask, total, positions, this.layers(), cap)
+  }
+
+  /** Writes the step's new K/V ([rows, kvHeads, s, headDim]) after each row's tokens. */
+  accept(outputs: ort.InferenceSession.ReturnType, s: number): void {
+    const { numKvHeads: h, headDim: d } = this.io
+    const cap = this.capacity
+    presentsOf(this.io, outputs).forEach((layer, i) => {
+      for (const [src, dst] of [[layer.key, this.keys[i]], [layer.value, this.values[i]]] as const) {
+        const data = src.data as Float32Array
+        for (let r = 0; r < this.rows; r++) {
+          for (let head = 0; head < h; head++) {
+            const from = (r * h + head) * s * d
+            dst.set(data.subarray(from, from + s * d), ((r * h + head) * cap + this.lens[r]) * d)
+          }
+        }
+      }
+    })
+    for (let r = 0; r < this.rows; r++) this.lens[r] += s
+  }
+
+  /** This one-row cache as a sequence joining the batch (its tokens start at slot 0). */
+  join(seqId: number, nextToken: number): KvJoin {
+    return { seqId, nextToken, len: this.len, layers: this.layers(), row: 0, start: 0 }
+  }
+
+  /**
+   * Drops rows (the kept ones move up, in place: memory that is already warm) and appends
+   * joining sequences after them, in the same order as the concat cache.
+   */
+  relayout(remove: ReadonlySet<number>, joins: readonly KvJoin[] = []): void {
+    const keep: number[] = []
+    for (let r = 0; r < this.rows; r++) if (!remove.has(this.seqIds[r])) keep.push(r)
+    if (keep.length === this.rows && joins.length === 0) return
+    keep.forEach((from, to) => {
+      if (from !== to) this.eachBuffer((buf) => this.moveRow(buf, from, to))
+    })
+    this.seqIds = [...keep.map((r) => this.seqIds[r]), ...joins.map((j) => j.seqId)]
+    this.nextTokens = [...keep.map((r) => this.nextTokens[r]), ...joins.map((j) => j.nextToken)]
+    this.lens = [...keep.map((r) => this.lens[r]), ...joins.map((j) => j.len)]
+    if (this.rows === 0) return this.free()
+    if (joins.length === 0) return
+    // Joins are the moment a copy is due anyway: shrink when long sequences have left.
+    const needed = roundUp(maxOf(this.lens) + 1, this.slotStep)
+    if (this.capacity >= 2 * needed) this.resize(Math.max(this.rows, this.rowCapacity), needed, keep.length)
+    else this.reserve(this.rows, maxOf(this.lens) + 1, keep.length)
+    const { numKvHeads: h, headDim: d } = this.io
+    joins.forEach((j, n) => {
+      const to = keep.length + n
+      j.layers.forEach((layer, i) => {
+        for (const [src, dst] of [[layer.key, this.keys[i]], [layer.value, this.values[i]]] as const) {
+          const width = src.dims[2]
+          const first = j.start ?? width - j.len
+          const data = src.data as Float32Array
+          for (let head = 0; head < h; head++) {
+            const from = ((j.row * h + head) * width + first) * d
+            dst.set(data.subarray(from, from + j.len * d), (to * h + head) * this.capacity * d)
+          }
+        }
+      })
+    })
+  }
+
+  /** The first `rows` rows of each buffer, as the session's past (views, no copy). */
+  private layers(): LayerKv[] {
+    const { numKvHeads: h, headDim: d } = this.io
+    const shape = [this.rows, h, this.capacity, d]
+    const size = this.rows * h * this.capacity * d
+    return this.keys.map((k, i) => ({
+      key: new ort.Tensor('float32', k.subarray(0, size), shape),
+      value: new ort.Tensor('float32', this.values[i].subarray(0, size), shape),
+    }))
+  }
+
+  /** Grows (never shrinks) so that `rows` rows of `slots` slots fit; the first `valid` rows hold data. */
+  private reserve(rows: number, slots: number, valid = this.rows): void {
+    if (rows <= this.rowCapacity && slots <= this.capacity) return
+    // Rows grow to the next multiple of ROW_STEP (joins come a few at a time; the scheduler's KV
+    // budget counts live rows, so spare rows stay few); slots grow to the next slot step.
+    const rowCapacity = rows <= this.rowCapacity ? this.rowCapacity : roundUp(rows, ROW_STEP)
+    this.resize(rowCapacity, Math.max(this.capacity, roundUp(slots, this.slotStep)), valid)
+  }
+
+  /** New buffers of the given size, with the tokens of the first `valid` rows copied over. */
+  private resize(rowCapacity: number, capacity: number, valid: number): void {
+    const { numLayers, numKvHeads: h, headDim: d } = this.io
+    const copy = (old: Float32Array | undefined): Float32Array => {
+      const next = new Float32Array(rowCapacity * h * capacity * d)
+      if (old) {
+        for (let r = 0; r < valid; r++) {
+          for (let head = 0; head < h; head++) {
+            const from = (r * h + head) * this.capacity * d
+            next.set(old.subarray(from, from + this.lens[r] * d), (r * h + head) * capacity * d)
+          }
+        }
+      }
+      return next
+    }
+    this.keys = Array.from({ length: numLayers }, (_, i) => copy(this.keys[i]))
+    this.values = Array.from({ length: numLayers }, (_, i) => copy(this.values[i]))
+    this.rowCapacity = rowCapacity
+    this.capacity = capacity
+  }
+
+  /** Row `from`'s tokens to row `to` (< from), head by head, inside the same buffer. */
+  private moveRow(buf: Float32Array, from: number, to: number): void {
+    const { numKvHeads: h, headDim: d } = this.io
+    const len = this.lens[from] * d
+    for (let head = 0; head < h; head++) {
+      const src = (from * h + head) * this.capacity * d
+      buf.copyWithin((to * h + head) * this.capacity * d, src, src + len)
+    }
+  }
+
+  private eachBuffer(fn: (buf: Float32Array) => void): void {
+    this.keys.forEach(fn)
+    this.values.forEach(fn)
+  }
+
+  /** An empty batch holds no memory. */
+  private free(): void {
+    this.keys = []
+    this.values = []
+    this.rowCapacity = 0
+    this.capacity = 0
+  }
+}
+
+const maxOf = (xs: readonly number[]): number => xs.reduce((m, x) => Math.max(m, x), 0)
+const roundUp = (n: number, step: number): number => Math.ceil(n / step) * step
