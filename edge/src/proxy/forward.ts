@@ -130,7 +130,9 @@ async function wholeAnswer(attempt: Extract<Attempt, { ok: true }>, headers: Hea
     attempt.detach()
   }
   const finished = Promise.resolve<BodyOutcome>({ kind: 'complete', firstByteAtMs: deps.now() })
-  return { response: new Response(bytes, { status: attempt.res.status, headers }), node, failedAttempts: failed, finished }
+  // A Uint8Array (not the ArrayBuffer): @hono/node-server's Response keeps it as is and writes
+  // it with the headers in one call, without building a web stream around it.
+  return { response: new Response(new Uint8Array(bytes), { status: attempt.res.status, headers }), node, failedAttempts: failed, finished }
 }
 
 async function send(node: RankedNode, req: ForwardRequest, deps: ForwardDeps): Promise<Attempt> {
