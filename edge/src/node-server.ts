@@ -61,8 +61,8 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
   const ready = new Promise<AddressInfo>((resolve) => (listening = resolve))
   // overrideGlobalObjects: the process's Request and Response become @hono/node-server's
   // lightweight ones, which keep a string or byte body as is and write it with the headers in one
-  // call; the web Response builds a stream around every body (+50% requests per CPU-second for
-  // non-streaming answers in a scratch A/B). The edge process hosts nothing else, so the swap is safe.
+  // call, where the web Response builds a stream around every body (see the edge section of
+  // docs/PERFORMANCE.md). The edge process hosts nothing else, so the swap is safe.
 
   const httpServer: ServerType = tls
     ? serve({ fetch, hostname: server.host, port: server.port, overrideGlobalObjects: true, createServer: http2.createSecureServer, serverOptions: { ...tls, allowHTTP1: true } }, listening)
