@@ -7,8 +7,8 @@
  * It drives the graph the engine's runner drives (session-io.ts tells which interface it has):
  * - concat (Optimum): each step's `present.*` fed back as the next `past_key_values.*`; a step's
  *   time is its session.run.
- * - slots (the generated presets): fixed-capacity K/V buffers, grown in the runner's slot steps
- *   (slot-kv-cache.ts) so each step attends over the same capacity as the engine's, fed as past
+ * - slots (the generated presets): fixed-capacity K/V buffers, grown as the runner grows its own
+ *   (slot-kv-cache.ts), so each step attends over the same capacity as the engine's, fed as past
  *   with the mask covering the filled slots; the step's `new_key_values.*` are written into the
  *   next slot. A step's time is session.run plus that write (the interface needs it; the concat
  *   graph does its copy inside session.run); regrowing the buffers is left out of the time.
@@ -19,7 +19,7 @@ import * as ort from 'onnxruntime-node'
 import { modelFeeds, presentsOf, type LayerKv } from '../../gpu-node/src/model/batch-kv-cache.ts'
 import type { ModelConfig } from '../../gpu-node/src/model/model-dir.ts'
 import { readSessionIo } from '../../gpu-node/src/model/session-io.ts'
-import { SLOT_STEP } from '../../gpu-node/src/model/slot-kv-cache.ts'
+import { grownCapacity } from '../../gpu-node/src/model/slot-kv-cache.ts'
 
 export interface RawOrtInit {
   onnxPath: string
@@ -72,7 +72,7 @@ async function slotSteps(job: RawOrtJob): Promise<number[]> {
   const stepMs: number[] = []
   for (let s = 0, width = w0; s < job.steps; s++, width++) {
     if (width + 1 > cap) {
-      const next = Math.ceil((width + 1) / SLOT_STEP) * SLOT_STEP
+      const next = grownCapacity(width + 1)
       bufs = Array.from({ length: 2 * io.numLayers }, (_, i) => {
         const buf = new Float32Array(rows * h * next * d)
         for (let bh = 0; bh < rows * h && cap > 0; bh++) buf.set(bufs[i].subarray(bh * cap * d, (bh * cap + width) * d), bh * next * d)

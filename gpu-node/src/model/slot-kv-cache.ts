@@ -7,6 +7,14 @@ import type { SessionIo } from './session-io.ts'
  * masked and cost only a little attention compute. 32 keeps both small at short contexts.
  */
 export const SLOT_STEP = 32
+
+/**
+ * The capacity a cache grows to when `needed` slots no longer fit: an eighth more (so long
+ * contexts regrow every ~T/8 steps, not every 32), rounded up to the slot step.
+ */
+export function grownCapacity(needed: number, slotStep = SLOT_STEP): number {
+  return roundUp(needed + Math.floor(needed / 8), slotStep)
+}
 const ROW_STEP = 8
 
 /**
@@ -159,9 +167,9 @@ export class SlotKvCache implements BatchCache, PrefillCache {
   private reserve(rows: number, slots: number, valid = this.rows): void {
     if (rows <= this.rowCapacity && slots <= this.capacity) return
     // Rows grow to the next multiple of ROW_STEP (joins come a few at a time; the scheduler's KV
-    // budget counts live rows, so spare rows stay few); slots grow to the next slot step.
+    // budget counts live rows, so spare rows stay few); slots grow by grownCapacity.
     const rowCapacity = rows <= this.rowCapacity ? this.rowCapacity : roundUp(rows, ROW_STEP)
-    this.resize(rowCapacity, Math.max(this.capacity, roundUp(slots, this.slotStep)), valid)
+    this.resize(rowCapacity, Math.max(this.capacity, slots > this.capacity ? grownCapacity(slots, this.slotStep) : 0), valid)
   }
 
   /** New buffers of the given size, with the tokens of the first `valid` rows copied over. */
