@@ -1,29 +1,34 @@
 /**
- * npx tsx gpu-node/src/model/generate/cli.ts --preset <name> [--out DIR] [--seed N]
- * Generates a seeded model directory (default models/<preset>). Imports stay light; all work
- * happens in main().
+ * npx tsx gpu-node/src/model/generate/cli.ts --preset <name> [--out DIR] [--seed N] [--kv-cache concat|slots]
+ * Generates a seeded model directory (default models/<preset>). `--kv-cache concat` makes the
+ * Optimum-interface variant of a preset (for A/B probes; see cache-attention-graph.ts). Imports
+ * stay light; all work happens in main().
  */
 
 import { parseArgs } from 'node:util'
 import { generateModel } from './generate-model.ts'
 import { DEFAULT_SEED, isPresetName, PRESETS } from './presets.ts'
 
-const USAGE = `usage: cli.ts --preset <${Object.keys(PRESETS).join('|')}> [--out DIR] [--seed N]`
+const USAGE = `usage: cli.ts --preset <${Object.keys(PRESETS).join('|')}> [--out DIR] [--seed N] [--kv-cache concat|slots]`
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { preset: { type: 'string' }, out: { type: 'string' }, seed: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: { preset: { type: 'string' }, out: { type: 'string' }, seed: { type: 'string' }, 'kv-cache': { type: 'string' }, help: { type: 'boolean', short: 'h' } },
   })
   if (values.help) return void console.log(USAGE)
   const preset = values.preset
   if (preset === undefined || !isPresetName(preset)) throw new Error(`unknown or missing --preset\n${USAGE}`)
   const seed = values.seed === undefined ? DEFAULT_SEED : Number(values.seed)
   if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) throw new Error(`--seed must be an integer in [0, 2^32)\n${USAGE}`)
+  const kvCache = values['kv-cache']
+  if (kvCache !== undefined && kvCache !== 'concat' && kvCache !== 'slots') throw new Error(`--kv-cache must be concat or slots\n${USAGE}`)
+  // A variant never lands in models/<preset>: ensure-model.ts would keep it as current.
+  if (kvCache !== undefined && values.out === undefined) throw new Error(`--kv-cache needs --out\n${USAGE}`)
   const outDir = values.out ?? `models/${preset}`
 
   const started = performance.now()
   console.log(`generating ${preset} (seed ${seed}) into ${outDir}`)
-  const { modelBytes } = await generateModel({ preset, outDir, seed, onProgress: (m) => console.log(`  ${m}`) })
+  const { modelBytes } = await generateModel({ preset, outDir, seed, ...(kvCache ? { kvCache } : {}), onProgress: (m) => console.log(`  ${m}`) })
   const seconds = ((performance.now() - started) / 1000).toFixed(1)
   console.log(`wrote ${outDir}/model.onnx: ${(modelBytes / 1e6).toFixed(1)} MB in ${seconds} s`)
 }
