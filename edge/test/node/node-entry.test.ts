@@ -3,6 +3,7 @@
  * h2c stand-in nodes: many concurrent streams share ONE connection per node, a client that
  * leaves closes its node stream, and TLS serves h2 and HTTP/1.1 by ALPN.
  */
+import http from 'node:http'
 import http2 from 'node:http2'
 import https from 'node:https'
 import type { TLSSocket } from 'node:tls'
@@ -14,7 +15,7 @@ import { apiKeyRedisKey, generateApiKey, hashApiKey, toApiKeyFields } from '../.
 import { parseEdgeConfig, type EdgeConfig } from '../../src/config.ts'
 import { startNodeEdge, type NodeEdge } from '../../src/node-server.ts'
 import { startFleet, type Fleet } from '../support/stand-in-fleet.ts'
-import { FLOOD_FRAMES, type Mode } from '../support/stand-in-node.ts'
+import { FIREHOSE_FRAME_PAYLOAD, FIREHOSE_FRAMES, FLOOD_FRAMES, type Mode, type Received } from '../support/stand-in-node.ts'
 
 const SECRET = 'zl-test-edge-secret-0123456789'
 const US_EAST = '39.0,-77.5'
@@ -136,7 +137,45 @@ describe('Node entry when the h2c upstream fails or floods', () => {
     expect(ticks).toEqual(Array.from({ length: FLOOD_FRAMES }, (_, n) => n))
     expect(text.endsWith('data: [DONE]\n\n')).toBe(true)
   })
+
+  it('holds a node back while its client reads nothing (backpressure), then delivers every byte', async () => {
+    const id = `firehose-${crypto.randomUUID()}`
+    await script(id, { 'us-east': 'firehose' })
+    const body = JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, stream: true })
+    const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
+      const req = http.request(`${edge.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-request-id': id, 'x-zl-client-geo': US_EAST } }, resolve)
+      req.on('error', reject)
+      req.end(body)
+    })
+    expect(res.statusCode).toBe(200)
+    res.pause()
+    // The node stalls: its writes have waited for 'drain' a while, and it has not finished.
+    const stalled = await pollRecord(id, (r) => r.completed || (r.blockedSinceMs !== undefined && Date.now() - r.blockedSinceMs > 300))
+    expect(stalled.completed).toBe(false)
+    // What sits between node and client (HTTP/2 window, the edge's stream queue, socket buffers)
+    // stays far below what the node had to send.
+    expect(stalled.bytesWritten).toBeLessThan((FIREHOSE_FRAMES * FIREHOSE_FRAME_PAYLOAD) / 3)
+    // Every frame's payload arrives: count its '~'s (nothing else in the stream has one).
+    let tildes = 0
+    let tail = ''
+    for await (const chunk of res) {
+      const bytes = chunk as Buffer
+      for (let i = bytes.indexOf(0x7e); i !== -1; i = bytes.indexOf(0x7e, i + 1)) tildes++
+      tail = (tail + bytes.toString('latin1')).slice(-64)
+    }
+    expect(tildes).toBe(FIREHOSE_FRAMES * FIREHOSE_FRAME_PAYLOAD)
+    expect(tail.endsWith('data: [DONE]\n\n')).toBe(true)
+  }, 30_000)
 })
+
+/** Polls the stand-in's record of a request until `done` holds (bounded: the test's timeout). */
+async function pollRecord(requestId: string, done: (r: Received) => boolean): Promise<Received> {
+  for (;;) {
+    const [r] = (await (await control(`/received?${new URLSearchParams({ requestId })}`)).json()) as Received[]
+    if (r && done(r)) return r
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
 
 describe('Node entry with TLS_CERT/TLS_KEY', () => {
   let tls: TestCert

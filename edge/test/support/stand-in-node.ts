@@ -4,7 +4,8 @@
  * records what it received. What it does is scripted per request id (the edge forwards
  * x-request-id), so test files running at once never disturb each other:
  *   ok | 503 | 400 | hang (never answers) | break (2 frames, or half a JSON answer, then the socket
- *   dies) | slow (a frame every 20 ms for ~10 s: for abort tests) | flood (FLOOD_FRAMES at once).
+ *   dies) | slow (a frame every 20 ms for ~10 s: for abort tests) | flood (FLOOD_FRAMES at once)
+ *   | firehose (FIREHOSE_FRAMES big frames as fast as the edge takes them, honouring backpressure).
  * Protocols: HTTP/1.1 (what workerd speaks to origins) or h2c with prior knowledge (the Node edge).
  */
 import http from 'node:http'
@@ -19,7 +20,11 @@ import { verifySignature } from '../../../shared/src/signature.ts'
 /** Frames a `flood` stream sends at once. */
 export const FLOOD_FRAMES = 5000
 
-export type Mode = 'ok' | '503' | '400' | 'hang' | 'break' | 'slow' | 'flood'
+/** A `firehose` stream: this many frames, each carrying this many '~'s (about 50 MB in all). */
+export const FIREHOSE_FRAMES = 3072
+export const FIREHOSE_FRAME_PAYLOAD = 16 * 1024
+
+export type Mode = 'ok' | '503' | '400' | 'hang' | 'break' | 'slow' | 'flood' | 'firehose'
 
 export interface Received {
   node: string
@@ -32,6 +37,9 @@ export interface Received {
   /** The edge closed the connection/stream before the response ended. */
   clientClosed: boolean
   completed: boolean
+  /** firehose: bytes handed to write() so far, and since when write() has been waiting for 'drain'. */
+  bytesWritten?: number
+  blockedSinceMs?: number
 }
 
 export interface StandInOptions {
@@ -138,6 +146,27 @@ async function handle(req: Req, res: Res, opts: StandInOptions): Promise<void> {
     // Thousands of frames at once (about 1 MB): far more than one read or one HTTP/2 window.
     for (let n = 0; n < FLOOD_FRAMES; n++) write(res, enc.text(` tick${n}`))
     res.end(enc.finish('stop', { promptTokens: 3, completionTokens: FLOOD_FRAMES }))
+    return
+  }
+  if (mode === 'firehose') {
+    // How far this gets while the client reads nothing is what the edge buffers in between.
+    const frame = enc.text(' ' + '~'.repeat(FIREHOSE_FRAME_PAYLOAD))
+    record.bytesWritten = 0
+    let sent = 0
+    const pump = () => {
+      record.blockedSinceMs = undefined
+      while (sent < FIREHOSE_FRAMES) {
+        sent++
+        record.bytesWritten! += Buffer.byteLength(frame)
+        if (!write(res, frame)) {
+          record.blockedSinceMs = Date.now()
+          res.once('drain', pump)
+          return
+        }
+      }
+      res.end(enc.finish('stop', { promptTokens: 3, completionTokens: FIREHOSE_FRAMES }))
+    }
+    pump()
     return
   }
   if (mode === 'slow') {
