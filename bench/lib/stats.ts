@@ -3,6 +3,7 @@
  * between closest ranks (the same definition numpy uses by default), medians over rounds, and a
  * compact summary of a sample.
  */
+import { seededRandom } from '../../shared/src/seeded-random.ts'
 
 /** The p-th percentile (0..100) of `values`; NaN for an empty sample. Does not modify the input. */
 export function percentile(values: readonly number[], p: number): number {
@@ -49,18 +50,6 @@ export function round(x: number, digits = 3): number {
   if (!Number.isFinite(x)) return x
   const f = 10 ** digits
   return Math.round(x * f) / f
-}
-
-/** A seeded PRNG (mulberry32): the same seed gives the same arrival schedule in every mode. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
 }
 
 /** Arrival offsets (ms) of a Poisson process at `ratePerS`: exponential gaps, first arrival at 0. */

@@ -1,17 +1,6 @@
 import { describe, expect, it } from 'vitest'
+import { seededRandom as rng } from '../../../shared/src/seeded-random.ts'
 import { BUCKET_COUNT, bucketBounds, bucketIndex, emptyHistogram, GROWTH, LAST_FINITE, MAX_MS, mergeInto, observe, OVERFLOW, percentile, totalCount } from './histogram.ts'
-
-/** Deterministic samples: mulberry32. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 /** Latency-like samples: log-uniform from 0.1 ms to ~200 s, with a few exact bucket bounds. */
 function sample(rand: () => number): number {
