@@ -176,10 +176,11 @@ export function targetUrl(nodeUrl: string, path: string): URL {
   return url
 }
 
-async function wireHeaders(req: ForwardRequest, signedPath: string, deps: ForwardDeps): Promise<Headers> {
+/** A plain record (fetch takes one as is; a Headers object validates every entry, which showed in profiles). */
+async function wireHeaders(req: ForwardRequest, signedPath: string, deps: ForwardDeps): Promise<Record<string, string>> {
   const nowMs = deps.now()
   const signature = await signRequest({ secret: deps.secret, method: 'POST', path: signedPath, requestId: req.requestId, body: req.body, nowMs }, deps.digest)
-  return new Headers({
+  return {
     'content-type': 'application/json',
     accept: req.stream ? 'text/event-stream' : 'application/json',
     [WIRE_HEADERS.requestId]: req.requestId,
@@ -190,7 +191,7 @@ async function wireHeaders(req: ForwardRequest, signedPath: string, deps: Forwar
     [WIRE_HEADERS.priority]: String(req.priority),
     [WIRE_HEADERS.edge]: req.edge,
     [WIRE_HEADERS.signature]: signature,
-  })
+  }
 }
 
 function responseHeaders(upstream: Headers, node: RankedNode, failed: number, startedAtMs: number, upstreamStartMs: number, headersAtMs: number): Headers {

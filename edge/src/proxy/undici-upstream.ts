@@ -99,7 +99,7 @@ function dispatchFetch(agent: Agent, target: URL, init: RequestInit): Promise<Re
         origin: target.origin,
         path: target.pathname + target.search,
         method: (init.method ?? 'GET') as 'POST',
-        headers: Object.fromEntries(new Headers(init.headers)),
+        headers: plainHeaders(init.headers),
         body: bytesOf(init.body),
         idempotent: true,
       },
@@ -154,4 +154,10 @@ function bytesOf(body: RequestInit['body']): Uint8Array | string | undefined {
   if (body === undefined || body === null) return undefined
   if (typeof body === 'string' || body instanceof Uint8Array) return body
   throw new TypeError('the undici upstream sends byte or string bodies only')
+}
+
+/** forward.ts passes a plain record of valid lower-case names: taken as is; anything else normalised. */
+function plainHeaders(headers: RequestInit['headers']): Record<string, string> {
+  if (headers && !(headers instanceof Headers) && !Array.isArray(headers)) return headers as Record<string, string>
+  return Object.fromEntries(new Headers(headers))
 }
