@@ -80,6 +80,15 @@ describe('SequenceSampler', () => {
     expect(new SequenceSampler(GREEDY, [], 0, [1]).sample(logits(0, 9, 1))).toBe(2)
   })
 
+  it('argmax: the first largest, NaN never wins, a max in the tail past the last group of 4', () => {
+    expect(argmax(Float32Array.from([1, 5, 2, 5, 5]))).toBe(1)
+    expect(argmax(Float32Array.from([NaN, 1, NaN, 3, 2]))).toBe(3)
+    expect(argmax(Float32Array.from([0, 1, 2, 3, 4, 5, 6, 7, 9]))).toBe(8)
+    expect(argmax(Float32Array.from([-Infinity, -Infinity, -Infinity]))).toBe(0)
+    expect(argmax(Float32Array.from([-Infinity, -Infinity, -1e30]))).toBe(2)
+    expect(argmax(new Float32Array(0))).toBe(0)
+  })
+
   it('finds top indices without sorting the whole vocabulary', () => {
     const v = Float32Array.from({ length: 32000 }, (_, i) => Math.sin(i))
     const top = topIndices(v, 5)
