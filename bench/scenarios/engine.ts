@@ -13,8 +13,10 @@
  *    delivery included). The reference is raw ONNX Runtime in its own worker thread of this
  *    process (bench/probe/raw-ort-worker.ts), where the runner runs its session: the same
  *    session options, batch 32, the same number of decode steps over the same KV width range
- *    (past = window start width, growing by one per step), each step's `present.*` fed back as
- *    the next `past_key_values.*`; tokens/s = 32 × steps / Σ session.run time. It is measured
+ *    (past = window start width, growing by one per step), driving the graph the runner drives:
+ *    a concat (Optimum) graph's `present.*` fed back as the next `past_key_values.*`, or a slot
+ *    graph's new K/V written into fixed-capacity buffers grown as the runner grows its own (the
+ *    worker's header says what is timed); tokens/s = 32 × steps / Σ step time. It is measured
  *    right before (from the second round on) and right after the continuous run, and averaged.
  *    The runner alone (bench/step-time.ts logic: OnnxRunner.step back to back) is measured too in
  *    full runs, splitting the gap into worker-side and engine-side parts.
