@@ -15,6 +15,8 @@ export const SLOT_STEP = 32
 export function grownCapacity(needed: number, slotStep = SLOT_STEP): number {
   return roundUp(needed + Math.floor(needed / 8), slotStep)
 }
+
+/** Rows are added in steps of this many (see reserve). */
 const ROW_STEP = 8
 
 /**
