@@ -1,5 +1,5 @@
 /**
- * A/B decode-step time of two model.onnx files of the same model (e.g. two generator versions),
+ * A/B decode-step time of two concat-KV model.onnx files of the same model (e.g. two generator versions),
  * in one process, alternating per round so machine noise hits both alike: per round the fastest
  * step, then medians over rounds of those and of their ratios to model 0.
  * Usage: npx tsx bench/probe/graph-ab.ts A/model.onnx B/model.onnx [--cases 1x32,32x32,32x96] [--rounds 6] [--steps 6]
@@ -11,6 +11,7 @@ import { performance } from 'node:perf_hooks'
 import * as ort from 'onnxruntime-node'
 import { modelFeeds, presentsOf, type LayerKv } from '../../gpu-node/src/model/batch-kv-cache.ts'
 import { readModelDir } from '../../gpu-node/src/model/model-dir.ts'
+import { assertConcatKv } from '../lib/concat-only.ts'
 import { readSessionIo, type SessionIo } from '../../gpu-node/src/model/session-io.ts'
 
 const { values, positionals } = parseArgs({
@@ -32,7 +33,9 @@ const models = await Promise.all(paths.map(async (p, i) => {
   // NO_ARENA=i: model i's session without the CPU memory arena (a session-option A/B).
   const arena = process.env.NO_ARENA !== String(i)
   const session = await ort.InferenceSession.create(p, { executionProviders: ['cpu'], graphOptimizationLevel: 'all', enableCpuMemArena: arena, ...(CPU_TIME ? { extra: { session: { intra_op: { allow_spinning: '0' } } } } : {}) })
-  return { session, io: readSessionIo(session, readModelDir(p.replace(/\/model\.onnx$/, '')).config) }
+  const io = readSessionIo(session, readModelDir(p.replace(/\/model\.onnx$/, '')).config)
+  assertConcatKv(io, p)
+  return { session, io }
 }))
 
 function kv(io: SessionIo, rows: number, width: number): LayerKv[] {

@@ -6,6 +6,7 @@ import { readdirSync, readFileSync, rmSync } from 'node:fs'
 import * as ort from 'onnxruntime-node'
 import { modelFeeds, presentsOf, type LayerKv } from '../../gpu-node/src/model/batch-kv-cache.ts'
 import { readModelDir } from '../../gpu-node/src/model/model-dir.ts'
+import { assertConcatKv } from '../lib/concat-only.ts'
 import { readSessionIo } from '../../gpu-node/src/model/session-io.ts'
 
 const [path, c = '32x96', stepsArg = '8'] = process.argv.slice(2)
@@ -13,6 +14,7 @@ const PREFIX = `zl-op-profile-${process.pid}`
 const [rows, t] = c.split('x').map(Number)
 const session = await ort.InferenceSession.create(path, { executionProviders: ['cpu'], graphOptimizationLevel: 'all', enableProfiling: true, profileFilePrefix: `/tmp/${PREFIX}` })
 const io = readSessionIo(session, readModelDir(path.replace(/\/model\.onnx$/, '')).config)
+assertConcatKv(io, path)
 const shape = [rows, io.numKvHeads, t, io.headDim]
 let past: LayerKv[] = Array.from({ length: io.numLayers }, () => ({
   key: new ort.Tensor('float32', new Float32Array(rows * io.numKvHeads * t * io.headDim), shape),
