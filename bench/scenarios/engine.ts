@@ -462,7 +462,7 @@ async function runInProcess(ctx: BenchContext, modelDir: string, ep: 'cpu' | 'cu
       })
       ctx.log(
         `round ${r + 1}/${rounds} steady state B=${STREAMS}, width ${window.startWidth}→${window.endWidth}, ${window.ticks} ticks: engine ${window.tokPerS.toFixed(0)} tok/s, ` +
-          `bare runner ${runnerRun.tokPerS.toFixed(0)}, raw ORT ${ortRun.tokPerS.toFixed(0)} → engine/raw ${(window.tokPerS / ortRun.tokPerS).toFixed(3)}`,
+          `${ctx.quick ? '' : `bare runner ${runnerRun.tokPerS.toFixed(0)}, `}raw ORT ${ortRun.tokPerS.toFixed(0)} → engine/raw ${(window.tokPerS / ortRun.tokPerS).toFixed(3)}`,
       )
     }
     const med = (k: string) => median(perRound.map((x) => x[k]))
