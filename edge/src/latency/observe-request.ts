@@ -52,13 +52,14 @@ export function observeRequests(opts: ObserveOptions): MiddlewareHandler<AppEnv>
         const endedAtMs = opts.now()
         // A body-less answer (or one the edge read whole, like an all-overloaded 503) starts when it is made.
         const firstByteAtMs = end.firstByteAtMs ?? (end.kind === 'complete' ? producedAtMs : undefined)
-        const sample: LatencySample = {
-          ...facts.sample,
+        // Object.assign, not `{ ...facts.sample, endedAtMs, … }`: Node 20's V8 spends ~1 µs per
+        // property added after a spread (see routing/pick-node.ts).
+        const sample: LatencySample = Object.assign({}, facts.sample, {
           endedAtMs,
           outcome: toOutcome(facts.sample.status, end.kind, forwarded !== undefined),
-          ...(firstByteAtMs !== undefined ? { ttfbMs: Math.max(0, firstByteAtMs - facts.startedAtMs) } : {}),
           totalMs: Math.max(0, endedAtMs - facts.startedAtMs),
-        }
+        })
+        if (firstByteAtMs !== undefined) sample.ttfbMs = Math.max(0, firstByteAtMs - facts.startedAtMs)
         opts.log?.(toLogLine(sample, facts))
         if (!record) return
         try {

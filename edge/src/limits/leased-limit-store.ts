@@ -195,7 +195,7 @@ export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions 
       throw e
     }
     if (decision.success) {
-      lease.last = { ...decision, remaining: Math.max(0, decision.remaining - liveUnits(lease, now())) }
+      lease.last = Object.assign({}, decision, { remaining: Math.max(0, decision.remaining - liveUnits(lease, now())) })
       maybeRefill(lease, limit, take, background)
       return decision
     }

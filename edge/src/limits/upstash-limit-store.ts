@@ -41,7 +41,7 @@ export function createUpstashLimitStore(redis: UpstashRedis): LimitStore {
       // one refill (tpm/60 tokens) must wait for several: read what is left and say the real wait.
       const { remaining } = await limiter.getRemaining(keyId)
       const refills = Math.max(1, Math.ceil((cost - Math.max(0, remaining)) / (tpm / 60)))
-      return { ...decision, remaining: Math.max(0, Math.floor(remaining)), resetAtMs: decision.resetAtMs + (refills - 1) * 1000 }
+      return Object.assign({}, decision, { remaining: Math.max(0, Math.floor(remaining)), resetAtMs: decision.resetAtMs + (refills - 1) * 1000 })
     },
     async refund(keyId, tpm, cost) {
       await forTokens(tpm).limit(keyId, { rate: -cost })

@@ -9,7 +9,7 @@ import { ApiError } from '../../../shared/src/api-error.ts'
 import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
 import { parseJsonBody } from '../../../shared/src/json-body.ts'
 import type { AppEnv } from '../app-env.ts'
-import { isUsable, type RoutableNode } from '../routing/pick-node.ts'
+import { isServing, type RoutableNode } from '../routing/pick-node.ts'
 import type { NodeRegistry } from '../routing/node-registry.ts'
 import { mayUseModel } from './auth.ts'
 import { readBodyLimited } from './body-limit.ts'
@@ -33,13 +33,13 @@ export function validateGenerate(codec: DialectCodec, maxBodyBytes: number, regi
  * no models (it may serve anything).
  */
 export function isKnownModel(nodes: readonly RoutableNode[], model: string, nowMs: number): boolean {
-  return nodes.some((n) => isUsable({ ...n, downUntilMs: undefined }, nowMs) && (n.models === undefined || n.models.includes(model)))
+  return nodes.some((n) => isServing(n, nowMs) && (n.models === undefined || n.models.includes(model)))
 }
 
 /** The union of models served by usable nodes (for /v1/models). */
 export function knownModels(nodes: readonly RoutableNode[], nowMs: number): string[] {
   const models = new Set<string>()
-  for (const n of nodes) if (isUsable({ ...n, downUntilMs: undefined }, nowMs)) for (const m of n.models ?? []) models.add(m)
+  for (const n of nodes) if (isServing(n, nowMs)) for (const m of n.models ?? []) models.add(m)
   return [...models].sort()
 }
 

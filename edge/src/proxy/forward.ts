@@ -17,12 +17,25 @@ import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { RankedNode } from '../routing/pick-node.ts'
 import { passThrough, type BodyOutcome } from './pass-through.ts'
 
+/**
+ * What forward reads of a node's answer. fetch's Response has it; the Node entry's undici upstream
+ * hands over a lighter object that builds a web stream only for a body that is streamed.
+ */
+export interface UpstreamResponse {
+  readonly status: number
+  readonly headers: Headers
+  readonly body: ReadableStream<Uint8Array> | null
+  arrayBuffer(): Promise<ArrayBuffer>
+}
+
 /** fetch's shape: the Workers global, or undici with one HTTP/2 connection per node (Node entry). */
-export type UpstreamFetch = (url: string, init: RequestInit) => Promise<Response>
+export type UpstreamFetch = (url: string, init: RequestInit) => Promise<UpstreamResponse>
 
 export const MAX_ATTEMPTS = 3
 /** Statuses that mean "this node cannot take it now": retried on another node. */
 const OVERLOADED_STATUSES = new Set([503, 529])
+/** Statuses whose response has no body (a Response with one would throw). */
+const NULL_BODY_STATUSES = new Set([204, 205, 304])
 /** Response headers that describe the node's connection, not the content. */
 const HOP_BY_HOP = ['connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-connection', 'content-length', 'content-encoding']
 
@@ -71,7 +84,7 @@ export class ClientGone extends Error {
   override readonly name = 'ClientGone'
 }
 
-type Attempt = { ok: true; res: Response; detach: () => void } | { ok: false; overloaded?: { status: number; headers: Headers; body: Uint8Array } }
+type Attempt = { ok: true; res: UpstreamResponse; detach: () => void } | { ok: false; overloaded?: { status: number; headers: Headers; body: Uint8Array } }
 
 export async function forward(nodes: readonly RankedNode[], req: ForwardRequest, deps: ForwardDeps): Promise<ForwardResult> {
   const tried = nodes.slice(0, MAX_ATTEMPTS)
@@ -84,13 +97,14 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
     if (attempt.ok) {
       const headersAtMs = deps.now()
       const headers = responseHeaders(attempt.res.headers, node, failed, req.startedAtMs, upstreamStartMs, headersAtMs)
+      const sse = (attempt.res.headers.get('content-type') ?? '').startsWith('text/event-stream')
+      // Decided before `body` is touched: the Node upstream builds a web stream only when asked.
+      if (!req.stream && !sse && !NULL_BODY_STATUSES.has(attempt.res.status)) return await wholeAnswer(attempt, headers, node, failed, req, deps)
       const body = attempt.res.body
       if (!body) {
         attempt.detach()
         return { response: new Response(null, { status: attempt.res.status, headers }), node, failedAttempts: failed, finished: Promise.resolve({ kind: 'complete' }) }
       }
-      const sse = (attempt.res.headers.get('content-type') ?? '').startsWith('text/event-stream')
-      if (!req.stream && !sse) return await wholeAnswer(attempt, headers, node, failed, req, deps)
       const piped = passThrough(body, { dialect: req.dialect, sse, now: deps.now })
       const finished = piped.finished.finally(attempt.detach)
       return { response: new Response(piped.readable, { status: attempt.res.status, headers }), node, failedAttempts: failed, finished }
@@ -146,7 +160,7 @@ async function send(node: RankedNode, req: ForwardRequest, deps: ForwardDeps): P
   const detach = () => req.signal?.removeEventListener('abort', onClientAbort)
   const timeoutMs = req.stream ? deps.connectTimeoutMs : deps.requestTimeoutMs
   const timer = setTimeout(() => controller.abort(new Error('upstream timeout')), timeoutMs)
-  let res: Response
+  let res: UpstreamResponse
   try {
     res = await deps.upstream(target.href, { method: 'POST', headers, body: req.body, signal: controller.signal, redirect: 'manual' })
   } catch {

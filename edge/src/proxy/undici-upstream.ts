@@ -14,7 +14,7 @@
  * until headers; the client's disconnect owns the rest) and a long keep-alive.
  */
 import { Agent } from 'undici'
-import type { UpstreamFetch } from './forward.ts'
+import type { UpstreamFetch, UpstreamResponse } from './forward.ts'
 
 /** Concurrent HTTP/2 streams per node connection. */
 export const MAX_STREAMS_PER_NODE = 128
@@ -71,20 +71,17 @@ export function createUndiciUpstream(opts: UndiciUpstreamOptions): UndiciUpstrea
 }
 
 /**
- * One request through undici's dispatcher API, its answer as a web Response. The `request()` API
- * would wrap it in an AsyncResource and a Node Readable, then the Readable in a web stream; the
- * handler here feeds the web stream directly, with the same contract: backpressure (a full
- * stream pauses the HTTP/2 stream until the client reads), the client's signal or a cancelled
- * body aborts the upstream request (resetting the HTTP/2 stream), a failure after the headers
- * errors the body.
+ * One request through undici's dispatcher API. The `request()` API would wrap it in an
+ * AsyncResource and a Node Readable, then the Readable in a web stream; the handler here feeds
+ * an UpstreamAnswer directly, with the same contract: backpressure (a full body pauses the HTTP/2
+ * stream until the client reads), the client's signal or a cancelled body aborts the upstream
+ * request (resetting the HTTP/2 stream), a failure after the headers errors the body.
  */
-function dispatchFetch(agent: Agent, target: URL, init: RequestInit): Promise<Response> {
-  return new Promise<Response>((resolve, reject) => {
+function dispatchFetch(agent: Agent, target: URL, init: RequestInit): Promise<UpstreamResponse> {
+  return new Promise<UpstreamResponse>((resolve, reject) => {
     const signal = init.signal ?? undefined
     let abortUpstream: ((reason: Error) => void) | undefined
-    let resumeUpstream: (() => void) | undefined
-    let body: ReadableStreamDefaultController<Uint8Array> | undefined
-    let answered = false
+    let answer: UpstreamAnswer | undefined
     let ended = false
     const onAbort = () => abortUpstream?.(reasonOf(signal))
     signal?.addEventListener('abort', onAbort, { once: true })
@@ -110,39 +107,129 @@ function dispatchFetch(agent: Agent, target: URL, init: RequestInit): Promise<Re
         },
         onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void) {
           if (statusCode < 200) return true
-          resumeUpstream = resume
           const headers = new Headers()
           for (let i = 0; i + 1 < rawHeaders.length; i += 2) headers.append(rawHeaders[i]!.toString('latin1'), rawHeaders[i + 1]!.toString('latin1'))
-          const nullBody = statusCode === 204 || statusCode === 304
-          const stream = nullBody
-            ? null
-            : new ReadableStream<Uint8Array>(
-                {
-                  start: (controller) => void (body = controller),
-                  pull: () => resumeUpstream?.(),
-                  cancel: () => end(() => abortUpstream?.(new Error('response body cancelled'))),
-                },
-                // Chunks the stream holds before the upstream is paused.
-                { highWaterMark: 16 },
-              )
-          answered = true
-          resolve(new Response(stream, { status: statusCode, headers }))
+          answer = new UpstreamAnswer(statusCode, headers, resume, () => end(() => abortUpstream?.(new Error('response body cancelled'))))
+          resolve(answer)
           return true
         },
         onData(chunk: Buffer) {
-          if (ended || !body) return true
-          body.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength))
-          return (body.desiredSize ?? 1) > 0
+          if (ended || !answer) return true
+          return answer.push(chunk)
         },
         onComplete() {
-          end(() => body?.close())
+          end(() => answer?.complete())
         },
         onError(err: Error) {
-          end(() => (answered ? body?.error(err) : reject(err)))
+          end(() => (answer ? answer.fail(err) : reject(err)))
         },
       },
     )
   })
+}
+
+/** Chunks a body holds before the upstream is paused, until someone reads it. */
+const HELD_CHUNKS = 16
+
+/**
+ * A node's answer as forward.ts reads it. The body stays a list of chunks until it is asked for:
+ * `arrayBuffer()` (a whole JSON answer) joins them without a web stream, and `body` (a token
+ * stream) becomes a ReadableStream fed from here, pausing the HTTP/2 stream while it is full.
+ */
+class UpstreamAnswer implements UpstreamResponse {
+  private held: Uint8Array[] = []
+  private stream: ReadableStreamDefaultController<Uint8Array> | undefined
+  private whole: { resolve: (b: ArrayBuffer) => void; reject: (e: unknown) => void } | undefined
+  private outcome: { done: true } | { error: unknown } | undefined
+  private paused = false
+  /** undefined: not asked for yet. */
+  private made: ReadableStream<Uint8Array> | null | undefined
+
+  constructor(
+    readonly status: number,
+    readonly headers: Headers,
+    private readonly resume: () => void,
+    private readonly cancel: () => void,
+  ) {
+    if (status === 204 || status === 205 || status === 304) this.made = null
+  }
+
+  get body(): ReadableStream<Uint8Array> | null {
+    if (this.made !== undefined) return this.made
+    this.made = new ReadableStream<Uint8Array>(
+      {
+        start: (controller) => this.attach(controller),
+        pull: () => this.wake(),
+        cancel: () => this.cancel(),
+      },
+      { highWaterMark: HELD_CHUNKS },
+    )
+    return this.made
+  }
+
+  arrayBuffer(): Promise<ArrayBuffer> {
+    if (this.outcome && 'error' in this.outcome) return Promise.reject(this.outcome.error)
+    if (this.outcome) return Promise.resolve(joined(this.held))
+    return new Promise<ArrayBuffer>((resolve, reject) => {
+      this.whole = { resolve, reject }
+      this.wake()
+    })
+  }
+
+  /** A chunk from the node; false pauses the HTTP/2 stream. */
+  push(chunk: Buffer): boolean {
+    const bytes = new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+    if (this.stream) {
+      this.stream.enqueue(bytes)
+      return this.pausedUnless((this.stream.desiredSize ?? 1) > 0)
+    }
+    this.held.push(bytes)
+    return this.pausedUnless(this.whole !== undefined || this.held.length < HELD_CHUNKS)
+  }
+
+  complete(): void {
+    this.outcome = { done: true }
+    if (this.stream) this.stream.close()
+    else if (this.whole) this.whole.resolve(joined(this.held))
+  }
+
+  fail(err: Error): void {
+    this.outcome = { error: err }
+    if (this.stream) this.stream.error(err)
+    else this.whole?.reject(err)
+  }
+
+  private attach(controller: ReadableStreamDefaultController<Uint8Array>): void {
+    for (const bytes of this.held) controller.enqueue(bytes)
+    this.held = []
+    this.stream = controller
+    if (this.outcome && 'error' in this.outcome) controller.error(this.outcome.error)
+    else if (this.outcome) controller.close()
+  }
+
+  private pausedUnless(flowing: boolean): boolean {
+    this.paused = !flowing
+    return flowing
+  }
+
+  private wake(): void {
+    if (!this.paused) return
+    this.paused = false
+    this.resume()
+  }
+}
+
+/** The chunks as one exactly-sized ArrayBuffer (a Buffer's own may be a larger shared slab). */
+function joined(chunks: readonly Uint8Array[]): ArrayBuffer {
+  let length = 0
+  for (const c of chunks) length += c.byteLength
+  const out = new Uint8Array(length)
+  let at = 0
+  for (const c of chunks) {
+    out.set(c, at)
+    at += c.byteLength
+  }
+  return out.buffer
 }
 
 function reasonOf(signal: AbortSignal | undefined): Error {

@@ -67,6 +67,8 @@ export function createNodeRegistry(opts: NodeRegistryOptions): NodeRegistry {
   }
 
   const annotate = (table: NodeTable): NodeTable => {
+    // The common case, on every request: nothing is marked down, the table is used as is.
+    if (down.size === 0) return table
     const t = now()
     const nodes = table.nodes.map((n) => {
       const until = down.get(n.id)
@@ -75,9 +77,9 @@ export function createNodeRegistry(opts: NodeRegistryOptions): NodeRegistry {
         down.delete(n.id)
         return n
       }
-      return { ...n, downUntilMs: until }
+      return Object.assign({}, n, { downUntilMs: until })
     })
-    return { ...table, nodes }
+    return Object.assign({}, table, { nodes })
   }
 
   /** One load at a time per isolate; concurrent callers share it. */

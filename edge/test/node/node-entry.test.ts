@@ -15,7 +15,7 @@ import { apiKeyRedisKey, generateApiKey, hashApiKey, toApiKeyFields } from '../.
 import { parseEdgeConfig, type EdgeConfig } from '../../src/config.ts'
 import { startNodeEdge, type NodeEdge } from '../../src/node-server.ts'
 import { startFleet, type Fleet } from '../support/stand-in-fleet.ts'
-import { FIREHOSE_FRAME_PAYLOAD, FIREHOSE_FRAMES, FLOOD_FRAMES, type Mode, type Received } from '../support/stand-in-node.ts'
+import { FIREHOSE_FRAME_PAYLOAD, FIREHOSE_FRAMES, FIREHOSE_JSON_TEXT, FLOOD_FRAMES, type Mode, type Received } from '../support/stand-in-node.ts'
 
 const SECRET = 'zl-test-edge-secret-0123456789'
 const US_EAST = '39.0,-77.5'
@@ -119,6 +119,15 @@ describe('Node entry when the h2c upstream fails or floods', () => {
     const res = await chat(id, undefined, false)
     expect(res.status).toBe(502)
     expect(await res.json()).toMatchObject({ error: { type: 'server_error', code: 'upstream_unavailable' } })
+  })
+
+  it('takes a JSON answer of many pieces whole (pausing the node while it waits to be read)', async () => {
+    const id = `big-json-${crypto.randomUUID()}`
+    await script(id, everywhere('firehose'))
+    const res = await chat(id, undefined, false)
+    expect(res.status).toBe(200)
+    const body = (await res.json()) as { choices: Array<{ message: { content: string } }> }
+    expect(body.choices[0]!.message.content).toBe('~'.repeat(FIREHOSE_JSON_TEXT))
   })
 
   it('delivers a stream of thousands of frames sent at once intact and in order', async () => {

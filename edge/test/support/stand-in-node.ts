@@ -5,7 +5,8 @@
  * x-request-id), so test files running at once never disturb each other:
  *   ok | 503 | 400 | hang (never answers) | break (2 frames, or half a JSON answer, then the socket
  *   dies) | slow (a frame every 20 ms for ~10 s: for abort tests) | flood (FLOOD_FRAMES at once)
- *   | firehose (FIREHOSE_FRAMES big frames as fast as the edge takes them, honouring backpressure).
+ *   | firehose (FIREHOSE_FRAMES big frames as fast as the edge takes them, honouring backpressure;
+ *   without `stream`, a JSON answer of FIREHOSE_JSON_TEXT '~'s written in FIREHOSE_FRAME_PAYLOAD pieces).
  * Protocols: HTTP/1.1 (what workerd speaks to origins) or h2c with prior knowledge (the Node edge).
  */
 import http from 'node:http'
@@ -23,6 +24,8 @@ export const FLOOD_FRAMES = 5000
 /** A `firehose` stream: this many frames, each carrying this many '~'s (about 50 MB in all). */
 export const FIREHOSE_FRAMES = 3072
 export const FIREHOSE_FRAME_PAYLOAD = 16 * 1024
+/** A non-streamed `firehose` answer's text length: many more pieces than the edge holds unread. */
+export const FIREHOSE_JSON_TEXT = 64 * FIREHOSE_FRAME_PAYLOAD
 
 export type Mode = 'ok' | '503' | '400' | 'hang' | 'break' | 'slow' | 'flood' | 'firehose'
 
@@ -130,6 +133,13 @@ async function handle(req: Req, res: Res, opts: StandInOptions): Promise<void> {
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), 'x-request-id': requestId })
       write(res, text.slice(0, text.length >> 1))
       setTimeout(() => destroy(req, res), 30)
+      return
+    }
+    if (mode === 'firehose') {
+      const text = JSON.stringify(codec.jsonBody(meta, '~'.repeat(FIREHOSE_JSON_TEXT), 'stop', { promptTokens: 3, completionTokens: 3 }))
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), 'x-request-id': requestId })
+      for (let at = 0; at < text.length; at += FIREHOSE_FRAME_PAYLOAD) write(res, text.slice(at, at + FIREHOSE_FRAME_PAYLOAD))
+      res.end()
       return
     }
     return json(res, 200, answer, { 'x-request-id': requestId })

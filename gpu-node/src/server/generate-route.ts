@@ -86,7 +86,7 @@ function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, j
 }
 
 function runStreaming(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, p: Prepared): void {
-  const encoder = codec.streamEncoder({ ...p.meta, promptTokens: p.engineReq.promptTokens.length, includeUsage: p.gen.includeUsage })
+  const encoder = codec.streamEncoder(Object.assign({}, p.meta, { promptTokens: p.engineReq.promptTokens.length, includeUsage: p.gen.includeUsage }))
   const stream = new SseStream(ctx.req, ctx.res, () => abortForClient(ctx, deps, p.engineReq.id, () => ctx.res.destroy()))
   let firstText = true
   const release = submit(ctx, deps, p.engineReq, (event) => {

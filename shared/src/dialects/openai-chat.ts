@@ -69,16 +69,21 @@ export function chatCompletionId(requestId: string): string {
 
 export function chatStreamEncoder(meta: StreamMeta): StreamEncoder {
   const id = chatCompletionId(meta.requestId)
-  const base = { id, object: 'chat.completion.chunk', created: meta.created, model: meta.model }
+  // Each chunk is written out as a literal (one per token): on Node 20's V8, `{ ...base, choices }`
+  // costs ~1 µs per property added after the spread.
+  const { created, model } = meta
   // With include_usage OpenAI sends `usage: null` on every chunk, then one usage chunk.
-  const usageNull = meta.includeUsage ? { usage: null } : {}
-  const chunk = (delta: object, finishReason: OpenAIFinishReason | null): string =>
-    sseData({ ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }], ...usageNull })
+  const chunk = (delta: object, finishReason: OpenAIFinishReason | null): string => {
+    const choices = [{ index: 0, delta, logprobs: null, finish_reason: finishReason }]
+    return sseData(meta.includeUsage
+      ? { id, object: 'chat.completion.chunk', created, model, choices, usage: null }
+      : { id, object: 'chat.completion.chunk', created, model, choices })
+  }
   return {
     start: () => chunk({ role: 'assistant', content: '' }, null),
     text: (delta) => (delta === '' ? '' : chunk({ content: delta }, null)),
     finish: (reason: CompletedReason, usage: Usage) => {
-      const usageChunk = meta.includeUsage ? sseData({ ...base, choices: [], usage: toOpenAIUsage(usage) }) : ''
+      const usageChunk = meta.includeUsage ? sseData({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: toOpenAIUsage(usage) }) : ''
       return chunk({}, toOpenAIFinishReason(reason)) + usageChunk + SSE_DONE
     },
     error: (err) => renderStreamError('openai-chat', err),

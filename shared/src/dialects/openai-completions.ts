@@ -64,15 +64,20 @@ export function completionId(requestId: string): string {
 
 /** With echo, the caller sends the prompt as the first text() delta (and prefixes it in jsonBody's text), as vLLM does. */
 export function completionStreamEncoder(meta: StreamMeta): StreamEncoder {
-  const base = { id: completionId(meta.requestId), object: 'text_completion', created: meta.created, model: meta.model }
-  const usageNull = meta.includeUsage ? { usage: null } : {}
-  const chunk = (text: string, finishReason: OpenAIFinishReason | null): string =>
-    sseData({ ...base, choices: [{ text, index: 0, logprobs: null, finish_reason: finishReason }], ...usageNull })
+  // A literal per chunk, not `{ ...base, choices }` (see openai-chat.ts's encoder).
+  const id = completionId(meta.requestId)
+  const { created, model } = meta
+  const chunk = (text: string, finishReason: OpenAIFinishReason | null): string => {
+    const choices = [{ text, index: 0, logprobs: null, finish_reason: finishReason }]
+    return sseData(meta.includeUsage
+      ? { id, object: 'text_completion', created, model, choices, usage: null }
+      : { id, object: 'text_completion', created, model, choices })
+  }
   return {
     start: () => '',
     text: (delta) => (delta === '' ? '' : chunk(delta, null)),
     finish: (reason: CompletedReason, usage: Usage) => {
-      const usageChunk = meta.includeUsage ? sseData({ ...base, choices: [], usage: toOpenAIUsage(usage) }) : ''
+      const usageChunk = meta.includeUsage ? sseData({ id, object: 'text_completion', created, model, choices: [], usage: toOpenAIUsage(usage) }) : ''
       return chunk('', toOpenAIFinishReason(reason)) + usageChunk + SSE_DONE
     },
     error: (err) => renderStreamError('openai-completions', err),
