@@ -12,6 +12,7 @@ import { readFileSync } from 'node:fs'
 import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
 import { serve, type ServerType } from '@hono/node-server'
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response'
 import { Redis } from '@upstash/redis'
 import type { Pool } from 'undici'
 import { nodeDigest } from '../../shared/src/node-digest.ts'
@@ -21,6 +22,7 @@ import { DEFAULT_BATCHING } from './latency/batching-recorder.ts'
 import type { EdgeConfig, NodeServerConfig } from './config.ts'
 import { readDashboardAssets } from './dashboard/file-assets.ts'
 import { createRedisBackedDeps, type RedisFactory } from './redis-deps.ts'
+import { takeRelay, type RelayOut } from './proxy/pass-through.ts'
 import { createUndiciUpstream, type UndiciUpstream, type UndiciUpstreamOptions } from './proxy/undici-upstream.ts'
 import { createUpstashPool, UndiciRedisRequester } from './undici-redis-requester.ts'
 
@@ -51,9 +53,11 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
   const requestLog = createBufferedLog()
   const deps: EdgeDeps = { ...createNodeDeps(config, upstream, redisPool), ...(config.requestLog ? { log: requestLog.log } : {}), waitUntil, ...opts.overrides }
   const app = createApp(deps)
-  const fetch = async (req: Request, env?: { incoming?: { httpVersionMajor?: number } }) => {
+  const fetch = async (req: Request, env?: { incoming?: { httpVersionMajor?: number }; outgoing?: RelayOut & NodeResponse }) => {
     const res = await app.fetch(req)
-    return env?.incoming?.httpVersionMajor === 2 ? withoutConnectionHeaders(res) : streamAtOnce(res)
+    const http2 = env?.incoming?.httpVersionMajor === 2
+    if (env?.outgoing && relayed(res, env.outgoing, http2)) return RESPONSE_ALREADY_SENT
+    return http2 ? withoutConnectionHeaders(res) : streamAtOnce(res)
   }
   const tls = server.tls ? { key: readFileSync(server.tls.keyFile), cert: readFileSync(server.tls.certFile) } : undefined
 
@@ -106,6 +110,28 @@ export function createNodeDeps(config: EdgeConfig, upstream: UndiciUpstream, red
     dashboardAssets: readDashboardAssets(),
     digest: nodeDigest,
   }
+}
+
+/** The slice of Node's HTTP/1.1 and HTTP/2 ServerResponse a relayed answer needs besides RelayOut. */
+interface NodeResponse {
+  writeHead(status: number, headers: Record<string, string>): unknown
+}
+
+/**
+ * A token stream whose node pushes its chunks (proxy/pass-through.ts `takeRelay`) is written here,
+ * straight from the HTTP/2 upstream into the client's response: no web stream, no promise per
+ * chunk, and the node's opening frames leave in the same write as the headers. @hono/node-server
+ * is then told the response is already sent.
+ */
+function relayed(res: Response, out: RelayOut & NodeResponse, http2: boolean): boolean {
+  if (!(res.headers.get('content-type') ?? '').startsWith('text/event-stream')) return false
+  const relay = res.body ? takeRelay(res.body) : undefined
+  if (!relay) return false
+  const headers: Record<string, string> = {}
+  for (const [name, value] of res.headers) if (!http2 || !CONNECTION_HEADERS.includes(name)) headers[name] = value
+  out.writeHead(res.status, headers)
+  relay(out)
+  return true
 }
 
 /**

@@ -15,16 +15,16 @@ import type { Dialect } from '../../../shared/src/generation.ts'
 import { signRequest } from '../../../shared/src/signature.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { RankedNode } from '../routing/pick-node.ts'
-import { passThrough, type BodyOutcome } from './pass-through.ts'
+import { passThrough, type BodyOutcome, type UpstreamBody } from './pass-through.ts'
 
 /**
  * What forward reads of a node's answer. fetch's Response has it; the Node entry's undici upstream
- * hands over a lighter object that builds a web stream only for a body that is streamed.
+ * hands over a lighter object that builds a web stream only if one is asked for, and can push a
+ * streamed body straight into the Node server's response (pass-through.ts).
  */
-export interface UpstreamResponse {
+export interface UpstreamResponse extends UpstreamBody {
   readonly status: number
   readonly headers: Headers
-  readonly body: ReadableStream<Uint8Array> | null
   arrayBuffer(): Promise<ArrayBuffer>
 }
 
@@ -98,14 +98,13 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
       const headersAtMs = deps.now()
       const headers = responseHeaders(attempt.res.headers, node, failed, req.startedAtMs, upstreamStartMs, headersAtMs)
       const sse = (attempt.res.headers.get('content-type') ?? '').startsWith('text/event-stream')
-      // Decided before `body` is touched: the Node upstream builds a web stream only when asked.
-      if (!req.stream && !sse && !NULL_BODY_STATUSES.has(attempt.res.status)) return await wholeAnswer(attempt, headers, node, failed, req, deps)
-      const body = attempt.res.body
-      if (!body) {
+      // Decided without touching `body`: the Node upstream builds a web stream only when asked.
+      if (NULL_BODY_STATUSES.has(attempt.res.status)) {
         attempt.detach()
         return { response: new Response(null, { status: attempt.res.status, headers }), node, failedAttempts: failed, finished: Promise.resolve({ kind: 'complete' }) }
       }
-      const piped = passThrough(body, { dialect: req.dialect, sse, now: deps.now })
+      if (!req.stream && !sse) return await wholeAnswer(attempt, headers, node, failed, req, deps)
+      const piped = passThrough(attempt.res, { dialect: req.dialect, sse, now: deps.now })
       const finished = piped.finished.finally(attempt.detach)
       return { response: new Response(piped.readable, { status: attempt.res.status, headers }), node, failedAttempts: failed, finished }
     }

@@ -5,6 +5,10 @@
  *   body is errored (the client sees a truncated response, never a wrong one);
  * - the client leaves: the cancel runs back through the pipe and cancels the upstream body,
  *   which closes the node's stream (the node then aborts the sequence and frees its KV).
+ *
+ * Two ways to carry it, same endings: a web ReadableStream (what a Response body is: Workers), or
+ * — when the upstream pushes chunks (the Node entry's undici upstream) — a direct relay into the
+ * Node server's response, `takeRelay`, which skips both web streams and their promise per chunk.
  */
 import { ApiError } from '../../../shared/src/api-error.ts'
 import { renderStreamError } from '../../../shared/src/error-body.ts'
@@ -23,15 +27,59 @@ export interface PassThroughOptions {
   now: () => number
 }
 
+/** Receives a pushed body, chunk by chunk, then exactly one of end() or error(). */
+export interface ChunkSink {
+  /** false: the sink is full; the source waits for resume(). */
+  chunk(bytes: Uint8Array): boolean
+  end(): void
+  error(err: unknown): void
+}
+
+/** A body being pushed into a ChunkSink. */
+export interface PushedBody {
+  resume(): void
+  /** Stops the upstream (the client left). */
+  cancel(reason: Error): void
+}
+
+/** A node's body as pass-through reads it: a web stream, and optionally pushed chunks. */
+export interface UpstreamBody {
+  readonly body: ReadableStream<Uint8Array> | null
+  /** Pushes the body into `sink` instead (then `body` must not be read). */
+  pushTo?(sink: ChunkSink): PushedBody
+}
+
+/** Where a Node entry writes a relayed body: its HTTP/1.1 or HTTP/2 ServerResponse. */
+export interface RelayOut {
+  write(chunk: Uint8Array): boolean
+  end(): void
+  destroy(err?: Error): void
+  flushHeaders?(): void
+  once(event: 'drain', listener: () => void): unknown
+  prependOnceListener(event: 'close', listener: () => void): unknown
+}
+
+export type Relay = (out: RelayOut) => void
+
 const encoder = new TextEncoder()
+const relays = new WeakMap<ReadableStream<Uint8Array>, Relay>()
+
+/**
+ * The direct relay of a pass-through body, if its upstream pushes chunks; taken once. Whoever takes
+ * it writes the response (status and headers first) and never reads `body`.
+ */
+export function takeRelay(body: ReadableStream<Uint8Array>): Relay | undefined {
+  const relay = relays.get(body)
+  relays.delete(body)
+  return relay
+}
 
 /**
  * One ReadableStream pulling from the node's body: each client read is one upstream read, so
  * backpressure is the client's and nothing is buffered here. (A TransformStream plus pipeTo did
  * the same with three streams and a pipe loop per response: measurably more CPU per request.)
  */
-export function passThrough(body: ReadableStream<Uint8Array>, opts: PassThroughOptions): { readable: ReadableStream<Uint8Array>; finished: Promise<BodyOutcome> } {
-  const reader = body.getReader()
+export function passThrough(upstream: UpstreamBody, opts: PassThroughOptions): { readable: ReadableStream<Uint8Array>; finished: Promise<BodyOutcome> } {
   let atFrameBoundary = true
   let firstByteAtMs: number | undefined
   let settle!: (kind: BodyOutcome['kind']) => void
@@ -43,9 +91,30 @@ export function passThrough(body: ReadableStream<Uint8Array>, opts: PassThroughO
       resolve({ kind, ...(firstByteAtMs !== undefined ? { firstByteAtMs } : {}) })
     }
   })
+  const seen = (bytes: Uint8Array) => {
+    if (bytes.byteLength === 0) return
+    firstByteAtMs ??= opts.now()
+    atFrameBoundary = endsWithBlankLine(bytes)
+  }
+  /** The upstream broke after its headers: the SSE error event (a frame cut in half is closed first). */
+  const errorEvent = () => {
+    const err = new ApiError('upstream_unavailable', 'The GPU node failed while streaming this response.')
+    return encoder.encode((atFrameBoundary ? '' : '\n\n') + renderStreamError(opts.dialect, err))
+  }
+
+  // The reader is taken on the first pull, so a relayed body never locks the upstream's stream.
+  let reader: ReadableStreamDefaultReader<Uint8Array> | undefined
   const readable = new ReadableStream<Uint8Array>(
     {
       async pull(controller) {
+        if (!reader) {
+          if (!upstream.body) {
+            controller.close()
+            settle('complete')
+            return
+          }
+          reader = upstream.body.getReader()
+        }
         let chunk: Awaited<ReturnType<typeof reader.read>>
         try {
           chunk = await reader.read()
@@ -58,29 +127,23 @@ export function passThrough(body: ReadableStream<Uint8Array>, opts: PassThroughO
           settle('complete')
           return
         }
-        const bytes = chunk.value
-        if (bytes.byteLength > 0) {
-          firstByteAtMs ??= opts.now()
-          atFrameBoundary = endsWithBlankLine(bytes)
-        }
-        controller.enqueue(bytes)
+        seen(chunk.value)
+        controller.enqueue(chunk.value)
       },
       // The client left (Node and workerd both cancel the response body): cancel the upstream.
       cancel(reason) {
         settle('client_gone')
-        return reader.cancel(reason).catch(() => {})
+        const cancelled = reader ? reader.cancel(reason) : upstream.body?.cancel(reason)
+        return cancelled?.catch(() => {})
       },
     },
     { highWaterMark: 0 },
   )
 
-  /** The upstream broke after its headers: SSE gets one dialect error event, JSON is errored. */
   function upstreamFailed(controller: ReadableStreamDefaultController<Uint8Array>): void {
     try {
       if (opts.sse) {
-        const err = new ApiError('upstream_unavailable', 'The GPU node failed while streaming this response.')
-        // A frame cut in half is closed first, so the error event parses as its own frame.
-        controller.enqueue(encoder.encode((atFrameBoundary ? '' : '\n\n') + renderStreamError(opts.dialect, err)))
+        controller.enqueue(errorEvent())
         controller.close()
       } else {
         controller.error(new Error('upstream body failed'))
@@ -90,6 +153,53 @@ export function passThrough(body: ReadableStream<Uint8Array>, opts: PassThroughO
       // The client cancelled in the meantime.
       settle('client_gone')
     }
+  }
+
+  const pushTo = upstream.pushTo?.bind(upstream)
+  if (pushTo) {
+    relays.set(readable, (out) => {
+      let over = false
+      let wrote = false
+      // 'close' also follows a normal end; `over` tells the two apart. Ahead of the server's own
+      // listener, which aborts the request and so fails the upstream: a client that left must
+      // count as gone, not as a node that broke.
+      out.prependOnceListener('close', () => {
+        if (over) return
+        over = true
+        settle('client_gone')
+        pushed.cancel(new Error('the client closed the response'))
+      })
+      const pushed: PushedBody = pushTo({
+        chunk(bytes) {
+          if (over) return true
+          seen(bytes)
+          wrote = true
+          if (out.write(bytes)) return true
+          out.once('drain', () => pushed.resume())
+          return false
+        },
+        end() {
+          if (over) return
+          over = true
+          out.end()
+          settle('complete')
+        },
+        error() {
+          if (over) return
+          over = true
+          if (opts.sse) {
+            out.write(errorEvent())
+            out.end()
+          } else {
+            out.destroy(new Error('upstream body failed'))
+          }
+          settle('upstream_error')
+        },
+      })
+      // The node's opening frames usually come with its headers and go out with ours in one
+      // write; a stream that has none yet still shows its headers at once.
+      if (!wrote && !over) out.flushHeaders?.()
+    })
   }
 
   return { readable, finished }

@@ -15,6 +15,7 @@
  */
 import { Agent } from 'undici'
 import type { UpstreamFetch, UpstreamResponse } from './forward.ts'
+import type { ChunkSink, PushedBody } from './pass-through.ts'
 
 /** Concurrent HTTP/2 streams per node connection. */
 export const MAX_STREAMS_PER_NODE = 128
@@ -115,7 +116,7 @@ function dispatchFetch(agent: Agent, target: URL, init: RequestInit): Promise<Up
         },
         onData(chunk: Buffer) {
           if (ended || !answer) return true
-          return answer.push(chunk)
+          return answer.take(chunk)
         },
         onComplete() {
           end(() => answer?.complete())
@@ -132,18 +133,19 @@ function dispatchFetch(agent: Agent, target: URL, init: RequestInit): Promise<Up
 const HELD_CHUNKS = 16
 
 /**
- * A node's answer as forward.ts reads it. The body stays a list of chunks until it is asked for:
- * `arrayBuffer()` (a whole JSON answer) joins them without a web stream, and `body` (a token
- * stream) becomes a ReadableStream fed from here, pausing the HTTP/2 stream while it is full.
+ * A node's answer as forward.ts reads it. The body stays a list of chunks until one consumer
+ * claims it: `arrayBuffer()` (a whole JSON answer) joins them; `pushTo()` (a token stream on the
+ * Node entry) hands each chunk on as it comes; `body` builds a web stream. Whichever it is, a
+ * consumer that is full pauses the HTTP/2 stream until it asks for more.
  */
 class UpstreamAnswer implements UpstreamResponse {
   private held: Uint8Array[] = []
-  private stream: ReadableStreamDefaultController<Uint8Array> | undefined
-  private whole: { resolve: (b: ArrayBuffer) => void; reject: (e: unknown) => void } | undefined
+  private sink: ChunkSink | undefined
   private outcome: { done: true } | { error: unknown } | undefined
   private paused = false
-  /** undefined: not asked for yet. */
-  private made: ReadableStream<Uint8Array> | null | undefined
+  private made: ReadableStream<Uint8Array> | undefined
+  /** A status whose response has no body (fetch's `body` is null). */
+  private readonly empty: boolean
 
   constructor(
     readonly status: number,
@@ -151,14 +153,23 @@ class UpstreamAnswer implements UpstreamResponse {
     private readonly resume: () => void,
     private readonly cancel: () => void,
   ) {
-    if (status === 204 || status === 205 || status === 304) this.made = null
+    this.empty = status === 204 || status === 205 || status === 304
   }
 
   get body(): ReadableStream<Uint8Array> | null {
-    if (this.made !== undefined) return this.made
+    if (this.empty) return null
+    if (this.made) return this.made
     this.made = new ReadableStream<Uint8Array>(
       {
-        start: (controller) => this.attach(controller),
+        start: (controller) =>
+          this.claim({
+            chunk: (bytes) => {
+              controller.enqueue(bytes)
+              return (controller.desiredSize ?? 1) > 0
+            },
+            end: () => controller.close(),
+            error: (err) => controller.error(err),
+          }),
         pull: () => this.wake(),
         cancel: () => this.cancel(),
       },
@@ -168,48 +179,51 @@ class UpstreamAnswer implements UpstreamResponse {
   }
 
   arrayBuffer(): Promise<ArrayBuffer> {
-    if (this.outcome && 'error' in this.outcome) return Promise.reject(this.outcome.error)
-    if (this.outcome) return Promise.resolve(joined(this.held))
     return new Promise<ArrayBuffer>((resolve, reject) => {
-      this.whole = { resolve, reject }
-      this.wake()
+      const parts: Uint8Array[] = []
+      this.claim({ chunk: (bytes) => parts.push(bytes) > 0, end: () => resolve(joined(parts)), error: reject })
     })
   }
 
+  pushTo(sink: ChunkSink): PushedBody {
+    this.claim(sink)
+    return { resume: () => this.wake(), cancel: () => this.cancel() }
+  }
+
   /** A chunk from the node; false pauses the HTTP/2 stream. */
-  push(chunk: Buffer): boolean {
+  take(chunk: Buffer): boolean {
     const bytes = new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength)
-    if (this.stream) {
-      this.stream.enqueue(bytes)
-      return this.pausedUnless((this.stream.desiredSize ?? 1) > 0)
-    }
+    if (this.sink) return this.flowing(this.sink.chunk(bytes))
     this.held.push(bytes)
-    return this.pausedUnless(this.whole !== undefined || this.held.length < HELD_CHUNKS)
+    return this.flowing(this.held.length < HELD_CHUNKS)
   }
 
   complete(): void {
     this.outcome = { done: true }
-    if (this.stream) this.stream.close()
-    else if (this.whole) this.whole.resolve(joined(this.held))
+    this.sink?.end()
   }
 
   fail(err: Error): void {
     this.outcome = { error: err }
-    if (this.stream) this.stream.error(err)
-    else this.whole?.reject(err)
+    this.sink?.error(err)
   }
 
-  private attach(controller: ReadableStreamDefaultController<Uint8Array>): void {
-    for (const bytes of this.held) controller.enqueue(bytes)
+  /** The one consumer: what is held goes to it first, then the ending if the node already ended. */
+  private claim(sink: ChunkSink): void {
+    if (this.sink) throw new TypeError('the upstream body is already used')
+    this.sink = sink
+    if (this.empty) return sink.end()
+    let more = true
+    for (const bytes of this.held) more = sink.chunk(bytes)
     this.held = []
-    this.stream = controller
-    if (this.outcome && 'error' in this.outcome) controller.error(this.outcome.error)
-    else if (this.outcome) controller.close()
+    if (this.outcome && 'error' in this.outcome) sink.error(this.outcome.error)
+    else if (this.outcome) sink.end()
+    else if (more) this.wake()
   }
 
-  private pausedUnless(flowing: boolean): boolean {
-    this.paused = !flowing
-    return flowing
+  private flowing(more: boolean): boolean {
+    this.paused = !more
+    return more
   }
 
   private wake(): void {
