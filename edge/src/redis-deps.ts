@@ -42,7 +42,8 @@ export interface RedisDepsOptions {
   latencyBatching?: BatchingOptions
   /**
    * Concurrent requests share Redis calls: one key lookup per API key at a time, one exact
-   * rate-limit call per key at a time (a long-lived process only; see single-flight.ts).
+   * rate-limit call per key at a time, one node-table load (a long-lived process only; see
+   * single-flight.ts).
    */
   coalesce?: boolean
 }
@@ -55,7 +56,7 @@ export function createRedisBackedDeps(config: EdgeConfig, redis: RedisFactory, o
       mode: config.rateLimitFailureMode,
       timeoutMs: config.rateLimitTimeoutMs,
     }),
-    registry: createNodeRegistry({ redis: redis(REGISTRY_TIMEOUT_MS), fallback: config.gpuNodes }),
+    registry: createNodeRegistry({ redis: redis(REGISTRY_TIMEOUT_MS), fallback: config.gpuNodes, coalesce: options.coalesce }),
     latency: options.latencyBatching ? createBatchingLatencyRecorder(latencyRedis, options.latencyBatching) : createRedisLatencyRecorder(latencyRedis),
     latencyReader: createRedisLatencyReader(redis(LATENCY_READ_TIMEOUT_MS)),
   }

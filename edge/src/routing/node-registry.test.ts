@@ -35,4 +35,18 @@ describe('node registry cache', () => {
     expect(table).toMatchObject({ source: 'static', fallbackReason: 'registry_unreachable' })
     expect(table.nodes.map((n) => n.id)).toEqual(['s'])
   })
+  // A waiter must not depend on a load another request started (Workers' I/O contexts), unless
+  // the entry asks for shared loads (the Node entry: one long-lived process).
+  for (const coalesce of [false, true]) {
+    it(`a burst that finds no table makes ${coalesce ? 'one shared load (coalesce)' : 'one load per request'}`, async () => {
+      let reads = 0
+      let release!: () => void
+      const gate = new Promise<void>((resolve) => (release = resolve))
+      const registry = createNodeRegistry({ redis: { hgetall: async () => (reads++, await gate, { a: row('a', 10_000) }) }, fallback: [], now: () => 10_000, coalesce })
+      const tables = Promise.all([registry.table(), registry.table(), registry.table()])
+      release()
+      expect((await tables).map((t) => t.nodes[0].id)).toEqual(['a', 'a', 'a'])
+      expect(reads).toBe(coalesce ? 1 : 3)
+    })
+  }
 })

@@ -49,6 +49,12 @@ export interface NodeRegistryOptions {
   timeoutMs?: number
   /** The registry hash; NODES_KEY except in tests that must not disturb each other. */
   nodesKey?: string
+  /**
+   * Requests that must wait for a table share one load (a long-lived process: the Node entry).
+   * Off on Workers, where a promise started by one request's I/O context cannot be relied on from
+   * another (single-flight.ts): each waiting request loads for itself.
+   */
+  coalesce?: boolean
 }
 
 export function createNodeRegistry(opts: NodeRegistryOptions): NodeRegistry {
@@ -82,18 +88,16 @@ export function createNodeRegistry(opts: NodeRegistryOptions): NodeRegistry {
     return Object.assign({}, table, { nodes })
   }
 
-  /** One load at a time per isolate; concurrent callers share it. */
+  const fetchTable = (): Promise<NodeTable> => load().then((table) => (cached = table))
+  /** The load in flight, if any: one background refresh at a time, and (coalesce) what waiters share. */
   let inflight: Promise<NodeTable> | undefined
-  const reload = (): Promise<NodeTable> =>
-    (inflight ??= load()
-      .then((table) => (cached = table))
-      .finally(() => (inflight = undefined)))
+  const reload = (): Promise<NodeTable> => (inflight ??= fetchTable().finally(() => (inflight = undefined)))
 
   return {
     async table(waitUntil) {
       // No table, or one so old that its heartbeats would all read as stale (an isolate that sat
       // idle): wait for a fresh one rather than route on it.
-      if (!cached || now() - cached.fetchedAtMs >= MAX_TABLE_AGE_MS) return annotate(await reload())
+      if (!cached || now() - cached.fetchedAtMs >= MAX_TABLE_AGE_MS) return annotate(await (opts.coalesce ? reload() : fetchTable()))
       if (now() - cached.fetchedAtMs >= TABLE_CACHE_MS && !inflight) {
         const refresh = reload()
         if (waitUntil) waitUntil(refresh)
