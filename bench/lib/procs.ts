@@ -64,6 +64,9 @@ export function spawnProc(name: string, command: string, args: string[], opts: S
         rest = rest.slice(nl + 1)
         lines.push(line)
         if (lines.length > 60) lines.shift()
+        // The load generator shares this process: a request log (one line per request) is only
+        // kept for the tail, not parsed, unless something waits for a line.
+        if (waiters.length === 0) continue
         let json: Record<string, unknown> | undefined
         if (line.startsWith('{')) {
           try {
