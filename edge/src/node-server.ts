@@ -125,7 +125,7 @@ interface NodeResponse {
  */
 function relayed(res: Response, out: RelayOut & NodeResponse, http2: boolean): boolean {
   if (!(res.headers.get('content-type') ?? '').startsWith('text/event-stream')) return false
-  const relay = res.body ? takeRelay(res.body) : undefined
+  const relay = takeRelay(res)
   if (!relay) return false
   const headers: Record<string, string> = {}
   for (const [name, value] of res.headers) if (!http2 || !CONNECTION_HEADERS.includes(name)) headers[name] = value

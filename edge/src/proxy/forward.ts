@@ -15,7 +15,7 @@ import type { Dialect } from '../../../shared/src/generation.ts'
 import { signRequest } from '../../../shared/src/signature.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { RankedNode } from '../routing/pick-node.ts'
-import { passThrough, type BodyOutcome, type UpstreamBody } from './pass-through.ts'
+import { offerRelay, passThrough, type BodyOutcome, type UpstreamBody } from './pass-through.ts'
 
 /**
  * What forward reads of a node's answer. fetch's Response has it; the Node entry's undici upstream
@@ -106,7 +106,9 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
       if (!req.stream && !sse) return await wholeAnswer(attempt, headers, node, failed, req, deps)
       const piped = passThrough(attempt.res, { dialect: req.dialect, sse, now: deps.now })
       const finished = piped.finished.finally(attempt.detach)
-      return { response: new Response(piped.readable, { status: attempt.res.status, headers }), node, failedAttempts: failed, finished }
+      const response = new Response(piped.readable, { status: attempt.res.status, headers })
+      if (piped.relay) offerRelay(response, piped.relay)
+      return { response, node, failedAttempts: failed, finished }
     }
     failed++
     // A full node is healthy: skip it only as long as it asked (retry-after-ms), not for the

@@ -8,7 +8,8 @@
  *
  * Two ways to carry it, same endings: a web ReadableStream (what a Response body is: Workers), or
  * — when the upstream pushes chunks (the Node entry's undici upstream) — a direct relay into the
- * Node server's response, `takeRelay`, which skips both web streams and their promise per chunk.
+ * Node server's response (`relay`, offered with the Response: `takeRelay`), which skips both web
+ * streams and their promise per chunk.
  */
 import { ApiError } from '../../../shared/src/api-error.ts'
 import { renderStreamError } from '../../../shared/src/error-body.ts'
@@ -62,15 +63,22 @@ export interface RelayOut {
 export type Relay = (out: RelayOut) => void
 
 const encoder = new TextEncoder()
-const relays = new WeakMap<ReadableStream<Uint8Array>, Relay>()
+const relays = new WeakMap<Response, Relay>()
+
+/** Offers a pass-through's relay with the response that carries its body (forward.ts). */
+export function offerRelay(response: Response, relay: Relay): void {
+  relays.set(response, relay)
+}
 
 /**
- * The direct relay of a pass-through body, if its upstream pushes chunks; taken once. Whoever takes
- * it writes the response (status and headers first) and never reads `body`.
+ * The direct relay of a response's pass-through body, if its upstream pushes chunks; taken once.
+ * Whoever takes it writes the response (status and headers first) and never reads `body`. Keyed
+ * by the Response itself, so asking costs no web Response (a middleware that replaced the
+ * response simply leaves the body on the web-stream path).
  */
-export function takeRelay(body: ReadableStream<Uint8Array>): Relay | undefined {
-  const relay = relays.get(body)
-  relays.delete(body)
+export function takeRelay(response: Response): Relay | undefined {
+  const relay = relays.get(response)
+  relays.delete(response)
   return relay
 }
 
@@ -79,7 +87,7 @@ export function takeRelay(body: ReadableStream<Uint8Array>): Relay | undefined {
  * backpressure is the client's and nothing is buffered here. (A TransformStream plus pipeTo did
  * the same with three streams and a pipe loop per response: measurably more CPU per request.)
  */
-export function passThrough(upstream: UpstreamBody, opts: PassThroughOptions): { readable: ReadableStream<Uint8Array>; finished: Promise<BodyOutcome> } {
+export function passThrough(upstream: UpstreamBody, opts: PassThroughOptions): { readable: ReadableStream<Uint8Array>; finished: Promise<BodyOutcome>; relay?: Relay } {
   let atFrameBoundary = true
   let firstByteAtMs: number | undefined
   let settle!: (kind: BodyOutcome['kind']) => void
@@ -156,53 +164,51 @@ export function passThrough(upstream: UpstreamBody, opts: PassThroughOptions): {
   }
 
   const pushTo = upstream.pushTo?.bind(upstream)
-  if (pushTo) {
-    relays.set(readable, (out) => {
-      let over = false
-      let wrote = false
-      // 'close' also follows a normal end; `over` tells the two apart. Ahead of the server's own
-      // listener, which aborts the request and so fails the upstream: a client that left must
-      // count as gone, not as a node that broke.
-      out.prependOnceListener('close', () => {
+  if (!pushTo) return { readable, finished }
+  const relay: Relay = (out) => {
+    let over = false
+    let wrote = false
+    // 'close' also follows a normal end; `over` tells the two apart. Ahead of the server's own
+    // listener, which aborts the request and so fails the upstream: a client that left must
+    // count as gone, not as a node that broke.
+    out.prependOnceListener('close', () => {
+      if (over) return
+      over = true
+      settle('client_gone')
+      pushed.cancel(new Error('the client closed the response'))
+    })
+    const pushed: PushedBody = pushTo({
+      chunk(bytes) {
+        if (over) return true
+        seen(bytes)
+        wrote = true
+        if (out.write(bytes)) return true
+        out.once('drain', () => pushed.resume())
+        return false
+      },
+      end() {
         if (over) return
         over = true
-        settle('client_gone')
-        pushed.cancel(new Error('the client closed the response'))
-      })
-      const pushed: PushedBody = pushTo({
-        chunk(bytes) {
-          if (over) return true
-          seen(bytes)
-          wrote = true
-          if (out.write(bytes)) return true
-          out.once('drain', () => pushed.resume())
-          return false
-        },
-        end() {
-          if (over) return
-          over = true
+        out.end()
+        settle('complete')
+      },
+      error() {
+        if (over) return
+        over = true
+        if (opts.sse) {
+          out.write(errorEvent())
           out.end()
-          settle('complete')
-        },
-        error() {
-          if (over) return
-          over = true
-          if (opts.sse) {
-            out.write(errorEvent())
-            out.end()
-          } else {
-            out.destroy(new Error('upstream body failed'))
-          }
-          settle('upstream_error')
-        },
-      })
-      // The node's opening frames usually come with its headers and go out with ours in one
-      // write; a stream that has none yet still shows its headers at once.
-      if (!wrote && !over) out.flushHeaders?.()
+        } else {
+          out.destroy(new Error('upstream body failed'))
+        }
+        settle('upstream_error')
+      },
     })
+    // The node's opening frames usually come with its headers and go out with ours in one
+    // write; a stream that has none yet still shows its headers at once.
+    if (!wrote && !over) out.flushHeaders?.()
   }
-
-  return { readable, finished }
+  return { readable, finished, relay }
 }
 
 function endsWithBlankLine(chunk: Uint8Array): boolean {
