@@ -26,6 +26,13 @@ import { takeRelay, type RelayOut } from './proxy/pass-through.ts'
 import { createUndiciUpstream, type UndiciUpstream, type UndiciUpstreamOptions } from './proxy/undici-upstream.ts'
 import { createUpstashPool, UndiciRedisRequester } from './undici-redis-requester.ts'
 
+/**
+ * How long an idle client connection stays open. Node's default (5 s) makes a client that pauses
+ * a few seconds between calls open a new connection (and, with TLS, do a new handshake) each
+ * time; this outlasts the 60 s idle timeouts of common load balancers and client pools.
+ */
+export const CLIENT_KEEP_ALIVE_MS = 75_000
+
 /** Connection-level headers HTTP/2 forbids; Node's http2 compat layer throws on them. */
 const CONNECTION_HEADERS = ['transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'proxy-connection']
 
@@ -71,6 +78,7 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
   const httpServer: ServerType = tls
     ? serve({ fetch, hostname: server.host, port: server.port, overrideGlobalObjects: true, createServer: http2.createSecureServer, serverOptions: { ...tls, allowHTTP1: true } }, listening)
     : serve({ fetch, hostname: server.host, port: server.port, overrideGlobalObjects: true }, listening)
+  ;(httpServer as { keepAliveTimeout?: number }).keepAliveTimeout = CLIENT_KEEP_ALIVE_MS
   const address = await ready
   const host = address.address.includes(':') ? `[${address.address}]` : address.address
   return {

@@ -13,7 +13,7 @@ import { makeSelfSignedCert, type TestCert } from '../../../test/support/self-si
 import { startLocalUpstash, type LocalUpstash } from '../../../infra/local/local-upstash.ts'
 import { apiKeyRedisKey, generateApiKey, hashApiKey, toApiKeyFields } from '../../../shared/src/api-key.ts'
 import { parseEdgeConfig, type EdgeConfig } from '../../src/config.ts'
-import { startNodeEdge, type NodeEdge } from '../../src/node-server.ts'
+import { CLIENT_KEEP_ALIVE_MS, startNodeEdge, type NodeEdge } from '../../src/node-server.ts'
 import { startFleet, type Fleet } from '../support/stand-in-fleet.ts'
 import { FIREHOSE_FRAME_PAYLOAD, FIREHOSE_FRAMES, FIREHOSE_JSON_TEXT, FLOOD_FRAMES, type Mode, type Received } from '../support/stand-in-node.ts'
 
@@ -74,6 +74,18 @@ function chat(requestId: string, signal?: AbortSignal, stream = true): Promise<R
 }
 
 describe('Node entry over an HTTP/2 upstream', () => {
+  it('keeps an idle HTTP/1.1 client connection open well past Node\'s 5 s default', async () => {
+    const keepAlive = await new Promise<unknown>((resolve, reject) => {
+      const req = http.get(`${edge.url}/healthz`, { agent: new http.Agent({ keepAlive: true }) }, (res) => {
+        res.resume()
+        res.on('end', () => resolve(res.headers['keep-alive']))
+      })
+      req.on('error', reject)
+    })
+    expect(CLIENT_KEEP_ALIVE_MS).toBeGreaterThan(60_000)
+    expect(keepAlive).toBe(`timeout=${CLIENT_KEEP_ALIVE_MS / 1000}`)
+  })
+
   it('streams a response through the h2c upstream', async () => {
     const res = await chat(`one-${crypto.randomUUID()}`)
     expect(res.status).toBe(200)
@@ -222,14 +234,14 @@ describe('Node entry with TLS_CERT/TLS_KEY', () => {
   })
 
   it('serves HTTP/1.1 clients on the same port', async () => {
-    const got = await new Promise<{ status: number; alpn: string | false | null }>((resolve, reject) => {
-      const req = https.get(`${tlsEdge.url}/healthz`, { ca: cert, agent: new https.Agent({ ALPNProtocols: ['http/1.1'] }) }, (res) => {
+    const got = await new Promise<{ status: number; alpn: string | false | null; keepAlive: unknown }>((resolve, reject) => {
+      const req = https.get(`${tlsEdge.url}/healthz`, { ca: cert, agent: new https.Agent({ ALPNProtocols: ['http/1.1'], keepAlive: true }) }, (res) => {
         const alpn = (res.socket as TLSSocket).alpnProtocol
         res.resume()
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, alpn }))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, alpn, keepAlive: res.headers['keep-alive'] }))
       })
       req.on('error', reject)
     })
-    expect(got).toEqual({ status: 200, alpn: 'http/1.1' })
+    expect(got).toEqual({ status: 200, alpn: 'http/1.1', keepAlive: `timeout=${CLIENT_KEEP_ALIVE_MS / 1000}` })
   })
 })
