@@ -18,7 +18,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'node',
-          include: ['{gpu-node,shared,edge,infra}/**/*.test.ts', 'test/**/*.test.ts'],
+          include: ['{gpu-node,shared,edge,infra,bench}/**/*.test.ts', 'test/**/*.test.ts'],
           exclude: ['**/node_modules/**', WORKERS_TESTS],
           globalSetup: ['./infra/scripts/test-global-setup.ts'],
         },
