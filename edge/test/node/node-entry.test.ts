@@ -125,6 +125,15 @@ describe('Node entry when the h2c upstream fails or floods', () => {
     expect(text.match(/"error"/g)).toHaveLength(1)
   })
 
+  it("passes a node's own JSON refusal of a stream request through as is (no relay: not an event stream)", async () => {
+    const id = `refuse-${crypto.randomUUID()}`
+    await script(id, everywhere('400'))
+    const res = await chat(id)
+    expect(res.status).toBe(400)
+    expect(res.headers.get('content-type')).toContain('application/json')
+    expect(await res.json()).toMatchObject({ error: { type: 'invalid_request_error', message: 'stand-in refuses' } })
+  })
+
   it('answers a clean 502 when a node breaks off mid-way through a JSON answer', async () => {
     const id = `break-json-${crypto.randomUUID()}`
     await script(id, everywhere('break'))
