@@ -104,10 +104,19 @@ export function passThrough(upstream: UpstreamBody, opts: PassThroughOptions): {
     firstByteAtMs ??= opts.now()
     atFrameBoundary = endsWithBlankLine(bytes)
   }
-  /** The upstream broke after its headers: the SSE error event (a frame cut in half is closed first). */
-  const errorEvent = () => {
-    const err = new ApiError('upstream_unavailable', 'The GPU node failed while streaming this response.')
-    return encoder.encode((atFrameBoundary ? '' : '\n\n') + renderStreamError(opts.dialect, err))
+  /**
+   * The upstream broke after its headers: an event stream gets ONE dialect error event (a frame cut
+   * in half is closed first) and ends; any other body fails, so the client sees it truncated.
+   */
+  const breakOff = (to: { send(bytes: Uint8Array): void; end(): void; fail(err: Error): void }) => {
+    if (opts.sse) {
+      const err = new ApiError('upstream_unavailable', 'The GPU node failed while streaming this response.')
+      to.send(encoder.encode((atFrameBoundary ? '' : '\n\n') + renderStreamError(opts.dialect, err)))
+      to.end()
+    } else {
+      to.fail(new Error('upstream body failed'))
+    }
+    settle('upstream_error')
   }
 
   // The reader is taken on the first pull, so a relayed body never locks the upstream's stream.
@@ -150,13 +159,7 @@ export function passThrough(upstream: UpstreamBody, opts: PassThroughOptions): {
 
   function upstreamFailed(controller: ReadableStreamDefaultController<Uint8Array>): void {
     try {
-      if (opts.sse) {
-        controller.enqueue(errorEvent())
-        controller.close()
-      } else {
-        controller.error(new Error('upstream body failed'))
-      }
-      settle('upstream_error')
+      breakOff({ send: (bytes) => controller.enqueue(bytes), end: () => controller.close(), fail: (err) => controller.error(err) })
     } catch {
       // The client cancelled in the meantime.
       settle('client_gone')
@@ -195,13 +198,7 @@ export function passThrough(upstream: UpstreamBody, opts: PassThroughOptions): {
       error() {
         if (over) return
         over = true
-        if (opts.sse) {
-          out.write(errorEvent())
-          out.end()
-        } else {
-          out.destroy(new Error('upstream body failed'))
-        }
-        settle('upstream_error')
+        breakOff({ send: (bytes) => void out.write(bytes), end: () => out.end(), fail: (err) => out.destroy(err) })
       },
     })
     // The node's opening frames usually come with its headers and go out with ours in one
