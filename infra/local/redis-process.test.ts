@@ -1,5 +1,5 @@
 import net from 'node:net'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { RespConnection } from './redis-client.ts'
 import { findRedisServer, freePort, startRedis } from './redis-process.ts'
@@ -57,3 +57,19 @@ describe('redis-server child process', () => {
     expect(existsSync(findRedisServer())).toBe(true)
   })
 })
+
+describe('freePort', () => {
+  it('hands out distinct bindable ports below the ephemeral range that outgoing connections use', async () => {
+    const ephemeralFrom = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0])
+    const ports = await Promise.all(Array.from({ length: 20 }, () => freePort()))
+    for (const port of ports) {
+      expect(port).toBeGreaterThanOrEqual(10_000)
+      expect(port).toBeLessThan(ephemeralFrom)
+    }
+    expect(new Set(ports).size).toBeGreaterThan(15)
+    const server = net.createServer()
+    await new Promise<void>((resolve, reject) => server.once('error', reject).listen(ports[0], '127.0.0.1', resolve))
+    await new Promise<void>((resolve) => server.close(() => resolve()))
+  })
+})
+

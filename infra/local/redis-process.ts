@@ -4,7 +4,7 @@
  * answers PING.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
-import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs'
+import { accessSync, constants, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import net from 'node:net'
 import { tmpdir } from 'node:os'
 import { delimiter, isAbsolute, join } from 'node:path'
@@ -33,16 +33,45 @@ export interface RedisProcess {
   stop(): Promise<void>
 }
 
-/** A port on `host` that was free a moment ago (the OS picks it). */
+/** Ports `freePort` draws from: above the local stack's fixed ones, below the ephemeral range. */
+const DRAWN_PORTS_FROM = 10_000
+
+/**
+ * A port on `host` that was free a moment ago, for a process started next to bind. Drawn at random
+ * below the kernel's ephemeral range: `listen(0)` picks from that range, and so does every
+ * outgoing connection for its local port, so under parallel test files a connection could take a
+ * just-picked port before the service bound it (a node failed with EADDRINUSE in CI).
+ */
 export async function freePort(host = '127.0.0.1'): Promise<number> {
+  const below = Math.min(ephemeralPortsFrom(), 32_768)
+  for (let attempt = 0; below - DRAWN_PORTS_FROM >= 1000 && attempt < 50; attempt++) {
+    const port = DRAWN_PORTS_FROM + Math.floor(Math.random() * (below - DRAWN_PORTS_FROM))
+    const free = await listenOn(host, port).catch(() => undefined)
+    if (free !== undefined) return free
+  }
+  return listenOn(host, 0)
+}
+
+/** Binds `port` (0: any) on `host`, releases it, and returns the port that was bound. */
+async function listenOn(host: string, port: number): Promise<number> {
   const server = net.createServer()
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
-    server.listen(0, host, resolve)
+    server.listen(port, host, resolve)
   })
-  const { port } = server.address() as net.AddressInfo
+  const bound = (server.address() as net.AddressInfo).port
   await new Promise<void>((resolve) => server.close(() => resolve()))
-  return port
+  return bound
+}
+
+/** The first port of the kernel's ephemeral range (Linux; elsewhere the common default). */
+function ephemeralPortsFrom(): number {
+  try {
+    const first = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0])
+    return Number.isInteger(first) && first > 0 ? first : 32_768
+  } catch {
+    return 32_768
+  }
 }
 
 /** The absolute path of the redis-server binary, or a clear error saying how to install it. */
