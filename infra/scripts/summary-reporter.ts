@@ -7,13 +7,16 @@ export default class SummaryReporter implements Reporter {
     let failed = 0
     let skipped = 0
     for (const mod of testModules) {
+      let failedHere = 0
       for (const test of mod.children.allTests()) {
         const state = test.result().state
         if (state === 'passed') passed++
-        else if (state === 'failed') failed++
+        else if (state === 'failed') failedHere++
         else skipped++
       }
-      if (mod.state() === 'failed' && [...mod.children.allTests()].length === 0) failed++
+      // A file that failed with no failed test (it did not load, or a beforeAll threw and its
+      // tests were skipped) is one failure: the line must never read "0 failed" for a red run.
+      failed += failedHere === 0 && mod.state() === 'failed' ? 1 : failedHere
     }
     failed += unhandledErrors.length
     process.stdout.write(`\n${passed} passed, ${failed} failed, ${skipped} skipped\n`)
