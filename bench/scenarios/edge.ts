@@ -216,11 +216,8 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
       }
       const edgeSend = sendTo(nodeEdge.url, true)
       const bareSend = sendTo(bareInstant.url, false)
-      // The same load as the rounds, long enough for the non-streaming path (edge, instant upstream,
-      // load generator) to be optimised: with 1 s the first round found the edge at half a core.
-      const warmMs = ctx.quick ? 1000 : 4000
-      await closedLoop({ concurrency: 32, durationMs: warmMs, graceMs: 2000, run: (_i, s) => edgeSend(s) })
-      await closedLoop({ concurrency: 32, durationMs: warmMs / 2, graceMs: 2000, run: (_i, s) => bareSend(s) })
+      await closedLoop({ concurrency: 16, durationMs: 1000, graceMs: 2000, run: (_i, s) => edgeSend(s) })
+      await closedLoop({ concurrency: 16, durationMs: 500, graceMs: 2000, run: (_i, s) => bareSend(s) })
       for (let r = 0; r < rpsRounds; r++) {
         const row = await measure(nodeEdge, edgeSend)
         rpsRoundsOut.push(row)
