@@ -35,7 +35,7 @@ export const MAX_ATTEMPTS = 3
 /** Statuses that mean "this node cannot take it now": retried on another node. */
 const OVERLOADED_STATUSES = new Set([503, 529])
 /** Statuses whose response has no body (a Response with one would throw). */
-const NULL_BODY_STATUSES = new Set([204, 205, 304])
+export const NULL_BODY_STATUSES = new Set([204, 205, 304])
 /** Response headers that describe the node's connection, not the content. */
 const HOP_BY_HOP = ['connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-connection', 'content-length', 'content-encoding']
 

@@ -14,7 +14,7 @@
  * until headers; the client's disconnect owns the rest) and a long keep-alive.
  */
 import { Agent } from 'undici'
-import type { UpstreamFetch, UpstreamResponse } from './forward.ts'
+import { NULL_BODY_STATUSES, type UpstreamFetch, type UpstreamResponse } from './forward.ts'
 import type { ChunkSink, PushedBody } from './pass-through.ts'
 
 /** Concurrent HTTP/2 streams per node connection. */
@@ -153,7 +153,7 @@ class UpstreamAnswer implements UpstreamResponse {
     private readonly resume: () => void,
     private readonly cancel: () => void,
   ) {
-    this.empty = status === 204 || status === 205 || status === 304
+    this.empty = NULL_BODY_STATUSES.has(status)
   }
 
   get body(): ReadableStream<Uint8Array> | null {
