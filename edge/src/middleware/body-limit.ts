@@ -4,6 +4,7 @@
  * refused as soon as it does, and the rest is never read.
  */
 import { ApiError } from '../../../shared/src/api-error.ts'
+import { concatBytes } from '../bytes.ts'
 
 export async function readBodyLimited(req: Request, maxBytes: number): Promise<Uint8Array> {
   const declared = req.headers.get('content-length')
@@ -28,20 +29,9 @@ export async function readBodyLimited(req: Request, maxBytes: number): Promise<U
     }
     chunks.push(value)
   }
-  return concat(chunks, total)
+  return chunks.length === 1 ? chunks[0]! : concatBytes(chunks, total)
 }
 
 function tooLarge(maxBytes: number): ApiError {
   return new ApiError('request_too_large', `The request body exceeds the limit of ${maxBytes} bytes.`)
-}
-
-function concat(chunks: Uint8Array[], total: number): Uint8Array {
-  if (chunks.length === 1) return chunks[0]!
-  const out = new Uint8Array(total)
-  let offset = 0
-  for (const chunk of chunks) {
-    out.set(chunk, offset)
-    offset += chunk.byteLength
-  }
-  return out
 }

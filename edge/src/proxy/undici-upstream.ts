@@ -16,6 +16,7 @@
 import { Agent } from 'undici'
 import { NULL_BODY_STATUSES, type UpstreamFetch, type UpstreamResponse } from './forward.ts'
 import type { ChunkSink, PushedBody } from './pass-through.ts'
+import { concatBytes } from '../bytes.ts'
 
 /** Concurrent HTTP/2 streams per node connection. */
 export const MAX_STREAMS_PER_NODE = 128
@@ -181,7 +182,7 @@ class UpstreamAnswer implements UpstreamResponse {
   arrayBuffer(): Promise<ArrayBuffer> {
     return new Promise<ArrayBuffer>((resolve, reject) => {
       const parts: Uint8Array[] = []
-      this.claim({ chunk: (bytes) => parts.push(bytes) > 0, end: () => resolve(joined(parts)), error: reject })
+      this.claim({ chunk: (bytes) => parts.push(bytes) > 0, end: () => resolve(concatBytes(parts).buffer), error: reject })
     })
   }
 
@@ -231,19 +232,6 @@ class UpstreamAnswer implements UpstreamResponse {
     this.paused = false
     this.resume()
   }
-}
-
-/** The chunks as one exactly-sized ArrayBuffer (a Buffer's own may be a larger shared slab). */
-function joined(chunks: readonly Uint8Array[]): ArrayBuffer {
-  let length = 0
-  for (const c of chunks) length += c.byteLength
-  const out = new Uint8Array(length)
-  let at = 0
-  for (const c of chunks) {
-    out.set(c, at)
-    at += c.byteLength
-  }
-  return out.buffer
 }
 
 function reasonOf(signal: AbortSignal | undefined): Error {
