@@ -216,8 +216,14 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
       }
       const edgeSend = sendTo(nodeEdge.url, true)
       const bareSend = sendTo(bareInstant.url, false)
-      await closedLoop({ concurrency: 16, durationMs: 1000, graceMs: 2000, run: (_i, s) => edgeSend(s) })
-      await closedLoop({ concurrency: 16, durationMs: 500, graceMs: 2000, run: (_i, s) => bareSend(s) })
+      // Warm the measured path (non-streaming, instant upstream) at the rounds' own load until V8
+      // has compiled it. After 1 s of it, V8's background threads were still compiling (about 300
+      // optimising compiles in the next 6 s, CPU counted against the edge process); after 10 s,
+      // about 30, and the edge did more requests per CPU-second (scratch A/B, 2 runs each).
+      for (const [send, ms] of [[edgeSend, ctx.quick ? 2000 : 10_000], [bareSend, ctx.quick ? 1000 : 5000]] as const) {
+        await closedLoop({ concurrency: 32, durationMs: ms, graceMs: 3000, run: (_i, s) => send(s) })
+      }
+      ctx.log(`one-core warm-up: ${ctx.quick ? 2 : 10} s to the edge, ${ctx.quick ? 1 : 5} s to the bare passthrough, at concurrency 32`)
       for (let r = 0; r < rpsRounds; r++) {
         const row = await measure(nodeEdge, edgeSend)
         rpsRoundsOut.push(row)
