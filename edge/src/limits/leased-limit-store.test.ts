@@ -5,7 +5,7 @@
 import { Redis } from '@upstash/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startLocalUpstash, type LocalUpstash } from '../../../infra/local/local-upstash.ts'
-import { createLeasedLimitStore, DEFAULT_LEASE } from './leased-limit-store.ts'
+import { createLeasedLimitStore, DEFAULT_LEASE, PEAK_MEMORY_MS } from './leased-limit-store.ts'
 import type { Background, LimitDecision, LimitStore } from './rate-limiter.ts'
 import { createUpstashLimitStore } from './upstash-limit-store.ts'
 
@@ -142,7 +142,8 @@ describe('leased limit store', () => {
     await store.tokens(id, 3_200_000, 1000, { background: bg.background })
     await bg.settled()
     expect(charged).toEqual([1000, 1000]) // the charge, then a lease of what was spent
-    t += 5000
+    // Quiet past the peak memory, so the exact call brings no burst lease and charges only the rest.
+    t += PEAK_MEMORY_MS + 5000
     expect((await store.tokens(id, 3_200_000, 5000, { background: bg.background })).success).toBe(true)
     expect(charged[2]).toBe(4000)
     await bg.settled()
@@ -183,6 +184,58 @@ describe('leased limit store', () => {
     down = false
     const ok = await Promise.all(Array.from({ length: 5 }, () => store.requests(id, 1_000_000)))
     expect(ok.every((d) => d.success)).toBe(true)
+  })
+
+  it('coalesced: a burst on a key busy within the last minute takes its lease with the first call, and the rest are admitted when it answers', async () => {
+    let t = 1_000_000
+    const exact = counted(createUpstashLimitStore(redis))
+    const store = createLeasedLimitStore(exact, { ...DEFAULT_LEASE, coalesce: true, now: () => t })
+    const id = keyId()
+    await awayFromWindowEdge()
+    const bg = tracker()
+    const burst = async () => {
+      const answeredAt: number[] = []
+      const results = await Promise.all(Array.from({ length: 64 }, () => store.requests(id, 1_000_000, { background: bg.background }).then((d) => (answeredAt.push(exact.answered), d))))
+      expect(results.every((d) => d.success)).toBe(true)
+      // A refill the burst started must not answer during the next one.
+      await bg.settled()
+      return answeredAt
+    }
+    // A quiet key: its first call charges one request, and the 63 behind it wait for a second
+    // (a refill started by the first may answer before it).
+    const first = exact.answered
+    expect(Math.max(...(await burst())) - first).toBeGreaterThanOrEqual(2)
+    // Seconds later the lease has lapsed; the key was busy within the minute: the first call
+    // brings a lease for the rest, so every request is decided by the first answer.
+    t += 5000
+    const second = exact.answered
+    expect(Math.max(...(await burst())) - second).toBe(1)
+    // Redis counted every admission (and the lease, taken up front), never fewer.
+    expect(await windowCount(id)).toBeGreaterThanOrEqual(128)
+    // A key quiet for longer than PEAK_MEMORY_MS starts over: no lease with the first call.
+    t += PEAK_MEMORY_MS + 5000
+    const third = exact.answered
+    expect(Math.max(...(await burst())) - third).toBeGreaterThanOrEqual(2)
+  })
+
+  it('near the limit, bursts with burst leases never admit more than the limit; each refusal is Redis’s', async () => {
+    let t = 1_000_000
+    const exact = counted(createUpstashLimitStore(redis))
+    const store = createLeasedLimitStore(exact, { ttlMs: 1000, maxFraction: 1 / 2, coalesce: true, now: () => t })
+    const id = keyId()
+    await awayFromWindowEdge()
+    let admitted = 0
+    // rpm 40, bursts of 30 five seconds apart: from the second on, the first call may bring a
+    // lease (capped at half of what Redis said is left).
+    for (let round = 0; round < 3; round++) {
+      const results = await Promise.all(Array.from({ length: 30 }, () => store.requests(id, 40)))
+      admitted += results.filter((d) => d.success).length
+      for (const d of results.filter((x) => !x.success)) expect(d.remaining).toBe(0)
+      t += 5000
+    }
+    expect(admitted).toBeGreaterThan(0)
+    expect(admitted).toBeLessThanOrEqual(40)
+    expect(await windowCount(id)).toBeLessThanOrEqual(40)
   })
 
   it('a lease that lapsed is not spent', async () => {

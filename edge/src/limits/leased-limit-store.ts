@@ -10,9 +10,14 @@
  *   little early while other isolates hold unspent units; those lapse after `ttlMs`).
  * - Every refusal is Redis's own answer (the exact path), so 429s and their retry-after are real.
  * - A lease is at most `maxFraction` of the limit, at most half of what Redis says is left, and at
- *   most what this isolate spent in the last `ttlMs`: small limits (below 2 / maxFraction) and
+ *   most what this isolate spent in the last `ttlMs` — or, for the exact call that opens a burst,
+ *   in its busiest `ttlMs` of the last `PEAK_MEMORY_MS`: small limits (below 2 / maxFraction) and
  *   quiet keys never lease and take the exact path on every request, and a lapsed lease wastes
- *   at most one lease period of this isolate's own traffic.
+ *   at most one lease period of this isolate's own recent traffic.
+ * - A key busy within the last minute whose lease lapsed (a client that fans out a batch of
+ *   requests every few seconds) takes a lease in the same call as the burst's first request, so
+ *   the requests arriving behind it are admitted from that lease when it answers: one Redis round
+ *   trip per limit for the burst instead of two.
  * - Units are spent locally at most `ttlMs` after they were taken, so a sliding window counts
  *   them within that much of when they were spent. (A lease smaller than a token charge is put
  *   towards that charge on the exact path, however old: the tokens left the bucket already.)
@@ -54,6 +59,11 @@ interface Lease {
   spent: number
   spentBefore: number
   periodStartMs: number
+  /** The most spent in one period that ended within PEAK_MEMORY_MS, and when that period ended. */
+  peak: number
+  peakEndMs: number
+  /** When the exact call carrying a burst's lease started (0: none in flight). */
+  burstSinceMs: number
   /** Set while an exact call is in flight (coalesce): the requests waiting for the next one. */
   queue?: Waiter[]
 }
@@ -67,6 +77,8 @@ type Take = (units: number) => Promise<LimitDecision>
 
 /** A refill that has not answered in this long is treated as lost (its units never arrive). */
 const STUCK_MS = 5000
+/** How long a key's busiest period sizes the lease taken with a burst's first call. */
+export const PEAK_MEMORY_MS = 60_000
 
 export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions = DEFAULT_LEASE): LimitStore {
   const now = options.now ?? Date.now
@@ -77,7 +89,7 @@ export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions 
     let lease = leases.get(id)
     if (!lease) {
       if (leases.size >= maxEntries) leases.clear()
-      lease = { units: 0, expiresAtMs: 0, refillSinceMs: 0, spent: 0, spentBefore: 0, periodStartMs: now() }
+      lease = { units: 0, expiresAtMs: 0, refillSinceMs: 0, spent: 0, spentBefore: 0, periodStartMs: now(), peak: 0, peakEndMs: 0, burstSinceMs: 0 }
       leases.set(id, lease)
     }
     return lease
@@ -86,6 +98,11 @@ export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions 
   const noteSpent = (lease: Lease, units: number, at: number) => {
     const periods = Math.floor((at - lease.periodStartMs) / options.ttlMs)
     if (periods > 0) {
+      const endMs = lease.periodStartMs + options.ttlMs
+      if (lease.spent >= lease.peak || at - lease.peakEndMs > PEAK_MEMORY_MS) {
+        lease.peak = lease.spent
+        lease.peakEndMs = endMs
+      }
       lease.spentBefore = periods === 1 ? lease.spent : 0
       lease.spent = 0
       lease.periodStartMs += periods * options.ttlMs
@@ -176,6 +193,21 @@ export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions 
     )
   }
 
+  /**
+   * Units to lease with an exact call: the key's busiest period of the last minute (it lapsed, and
+   * a burst is starting), capped like a refill and, like a joint call, only where the whole charge
+   * is at most half of what Redis last said is left — so it fits, and a refusal stays rare.
+   */
+  const burstLease = (lease: Lease, limit: number, charge: number): number => {
+    const at = now()
+    if (!lease.last || at - lease.peakEndMs > PEAK_MEMORY_MS) return 0
+    // One at a time (without coalescing, every request of a burst comes here), and not while a
+    // refill is on its way.
+    if ((lease.burstSinceMs !== 0 && at - lease.burstSinceMs < STUCK_MS) || (lease.refillSinceMs !== 0 && at - lease.refillSinceMs < STUCK_MS)) return 0
+    const size = Math.floor(Math.min(limit * options.maxFraction, lease.last.remaining / 2 - charge, lease.peak))
+    return size >= 2 ? size : 0
+  }
+
   const exactly = async (lease: Lease, limit: number, cost: number, take: Take, background: Background | undefined): Promise<LimitDecision> => {
     // The exact path: Redis decides this request (and any refusal is its own). Units the lease
     // holds that fall short of the charge (a big token charge) count towards it — even lapsed
@@ -187,17 +219,32 @@ export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions 
     // they come back if Redis refuses or fails.
     const held = lease.units < cost ? lease.units : 0
     lease.units = 0
+    let extra = burstLease(lease, limit, cost - held)
+    const burstSince = extra > 0 ? (lease.burstSinceMs = now()) : 0
     let decision: LimitDecision
     try {
-      decision = await take(cost - held)
+      decision = await take(cost - held + extra)
+      // Refused with a lease on top: ask again for this request alone, so its answer is Redis's own.
+      if (!decision.success && extra > 0) {
+        extra = 0
+        decision = await take(cost - held)
+      }
     } catch (e) {
       lease.units += held
       throw e
+    } finally {
+      if (burstSince !== 0 && lease.burstSinceMs === burstSince) lease.burstSinceMs = 0
     }
     if (decision.success) {
+      if (extra > 0) {
+        const t = now()
+        lease.units = (t < lease.expiresAtMs ? lease.units : 0) + extra
+        lease.expiresAtMs = t + options.ttlMs
+      }
       lease.last = Object.assign({}, decision, { remaining: Math.max(0, decision.remaining - liveUnits(lease, now())) })
       maybeRefill(lease, limit, take, background)
-      return decision
+      // The leased units are this isolate's to spend: what the client may still use includes them.
+      return extra > 0 ? Object.assign({}, decision, { remaining: decision.remaining + extra }) : decision
     }
     lease.units += held
     lease.last = decision
