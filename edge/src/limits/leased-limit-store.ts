@@ -80,6 +80,11 @@ const STUCK_MS = 5000
 /** How long a key's busiest period sizes the lease taken with a burst's first call. */
 export const PEAK_MEMORY_MS = 60_000
 
+/** A call that started at `sinceMs` (0: none) and may still answer. */
+function inFlight(sinceMs: number, at: number): boolean {
+  return sinceMs !== 0 && at - sinceMs < STUCK_MS
+}
+
 export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions = DEFAULT_LEASE): LimitStore {
   const now = options.now ?? Date.now
   const maxEntries = options.maxEntries ?? 10_000
@@ -113,7 +118,7 @@ export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions 
   /** Starts a background refill when the lease is low and a lease would be worth having. */
   const maybeRefill = (lease: Lease, limit: number, take: Take, background: Background | undefined) => {
     const at = now()
-    if (lease.refillSinceMs !== 0 && at - lease.refillSinceMs < STUCK_MS) return
+    if (inFlight(lease.refillSinceMs, at)) return
     const size = Math.floor(Math.min(limit * options.maxFraction, (lease.last?.remaining ?? 0) / 2, Math.max(lease.spent, lease.spentBefore)))
     if (size < 2) return
     const live = at < lease.expiresAtMs ? lease.units : 0
@@ -203,7 +208,7 @@ export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions 
     if (!lease.last || at - lease.peakEndMs > PEAK_MEMORY_MS) return 0
     // One at a time (without coalescing, every request of a burst comes here), and not while a
     // refill is on its way.
-    if ((lease.burstSinceMs !== 0 && at - lease.burstSinceMs < STUCK_MS) || (lease.refillSinceMs !== 0 && at - lease.refillSinceMs < STUCK_MS)) return 0
+    if (inFlight(lease.burstSinceMs, at) || inFlight(lease.refillSinceMs, at)) return 0
     const size = Math.floor(Math.min(limit * options.maxFraction, lease.last.remaining / 2 - charge, lease.peak))
     return size >= 2 ? size : 0
   }
