@@ -133,7 +133,7 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
     // per request through the edge at concurrency 1), which no serving process stays in; so every
     // target gets the same concurrent warm-up before anything is measured.
     for (let i = 0; i < (ctx.quick ? 10 : 30); i++) for (const t of targets) await send(t, i % 2 ? 'anthropic-messages' : 'openai-chat')
-    const warmRequests = ctx.quick ? 200 : 1000
+    const warmRequests = ctx.quick ? 100 : 1000
     for (const t of targets) {
       const t0 = performance.now()
       await closedLoop({ concurrency: 8, durationMs: 60_000, graceMs: 10_000, maxRequests: warmRequests, run: (i, signal) => send(t, i % 2 ? 'anthropic-messages' : 'openai-chat', signal) })
@@ -190,7 +190,7 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
     // Requests/s on one core, instant upstream, non-streaming; the bare Hono passthrough (same
     // core, same load) right after the edge in each round, for perspective.
     const rpsRounds = ctx.quick ? 2 : 3
-    const rpsMs = ctx.quick ? 3000 : 10_000
+    const rpsMs = ctx.quick ? 2000 : 10_000
     const instantBody = buildBody('openai-chat', { model: INSTANT_MODEL, text: 'hello', maxTokens: 1, stream: false })
     const rpsAgent = benchAgent()
     const rpsRoundsOut: RpsRound[] = []
