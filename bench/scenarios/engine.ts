@@ -173,14 +173,15 @@ function submitJob(b: BenchEngine, prompt: number[], maxTokens: number, signal?:
 }
 
 async function makeEngine(dir: ModelDir, tokenizer: ModelTokenizer, ep: 'cpu' | 'cuda', mode: Mode): Promise<BenchEngine> {
-  const runner = await OnnxRunner.start(dir, { executionProvider: ep })
+  const kvBudgetBytes = KV_BUDGET_MB * 1024 * 1024
+  const runner = await OnnxRunner.start(dir, { executionProvider: ep, kvBudgetBytes })
   const timed = new TimedRunner(runner)
   const policy: BatchingPolicy = mode === 'static8' ? staticBatching(STATIC_SIZE, STATIC_WAIT_MS) : continuousBatching()
   // As loadModel (gpu-node/src/model/load-model.ts) builds it, with the runner wrapped for timing.
   const engine = new Engine({
     runner: timed,
     decoder: tokenizer,
-    limits: { maxBatch: mode === 'sequential' ? 1 : STREAMS, maxQueue: 4096, kvBudgetBytes: KV_BUDGET_MB * 1024 * 1024, prefillChunkTokens: PREFILL_CHUNK },
+    limits: { maxBatch: mode === 'sequential' ? 1 : STREAMS, maxQueue: 4096, kvBudgetBytes, prefillChunkTokens: PREFILL_CHUNK },
     policy,
   })
   return { mode, engine, timed }

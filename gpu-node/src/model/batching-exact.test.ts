@@ -57,7 +57,7 @@ async function inProcessEngine(dir: ModelDir, cache?: (io: ReturnType<typeof rea
   const session = await ort.InferenceSession.create(dir.onnxPath)
   const io = readSessionIo(session, dir.config)
   const info = toModelInfo(dir, io)
-  const runner = new InProcessRunner(info, new ModelStep(session, io, info.vocabSize, info.eosTokenIds, cache?.(io)))
+  const runner = new InProcessRunner(info, new ModelStep(session, io, info.vocabSize, info.eosTokenIds, { batch: cache?.(io) }))
   return new Engine({ runner, decoder: new ModelTokenizer(dir), limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 1 << 30, prefillChunkTokens: 16 } })
 }
 

@@ -32,14 +32,15 @@ export async function loadModel(opts: LoadModelOptions): Promise<LoadedModel> {
   const dir = readModelDir(opts.modelDir)
   const tokenizer = new ModelTokenizer(dir)
   const template = new ChatTemplate(dir)
-  const runner = await OnnxRunner.start(dir, { executionProvider: opts.executionProvider, ...(opts.intraOpThreads ? { intraOpThreads: opts.intraOpThreads } : {}) })
+  const kvBudgetBytes = opts.kvBudgetMb * 1024 * 1024
+  const runner = await OnnxRunner.start(dir, { executionProvider: opts.executionProvider, kvBudgetBytes, ...(opts.intraOpThreads ? { intraOpThreads: opts.intraOpThreads } : {}) })
   const engine = new Engine({
     runner,
     decoder: tokenizer,
     limits: {
       maxBatch: opts.maxBatch,
       maxQueue: opts.maxQueue,
-      kvBudgetBytes: opts.kvBudgetMb * 1024 * 1024,
+      kvBudgetBytes,
       prefillChunkTokens: opts.prefillChunk,
     },
     ...(opts.observer ? { observer: opts.observer } : {}),

@@ -15,16 +15,22 @@ export class ModelStep {
   /** Sequences between their first and last prefill chunk, each with its own B=1 cache. */
   private readonly prefilling = new Map<number, PrefillCache>()
   private readonly samplers = new Map<number, SequenceSampler>()
+  private readonly kvBudgetBytes: number
 
   constructor(
     private readonly session: ort.InferenceSession,
     private readonly io: SessionIo,
     private readonly vocabSize: number,
     private readonly eosTokenIds: number[],
-    /** Injectable so a test can prove that wrong positions would be caught. */
-    batch?: BatchCache,
+    opts: {
+      /** Injectable so a test can prove that wrong positions would be caught. */
+      batch?: BatchCache
+      /** The scheduler's KV budget: slot caches take spare rows and slots only inside it. */
+      kvBudgetBytes?: number
+    } = {},
   ) {
-    this.batch = batch ?? (io.kvCache === 'slots' ? new SlotKvCache(io) : new BatchKvCache(io))
+    this.kvBudgetBytes = opts.kvBudgetBytes ?? Infinity
+    this.batch = this.bounded(opts.batch ?? (io.kvCache === 'slots' ? new SlotKvCache(io) : new BatchKvCache(io)))
   }
 
   async run(plan: StepPlan): Promise<StepResult> {
@@ -110,7 +116,22 @@ export class ModelStep {
   private begin(p: PrefillPart): void {
     const start = p.start!
     this.samplers.set(p.seqId, new SequenceSampler(start.sampling, start.tokens, start.promptLen, start.banEos ? this.eosTokenIds : []))
-    this.prefilling.set(p.seqId, this.io.kvCache === 'slots' ? SlotKvCache.forSequence(this.io, p.seqId) : new ConcatPrefill(this.io))
+    this.prefilling.set(p.seqId, this.bounded(this.io.kvCache === 'slots' ? SlotKvCache.forSequence(this.io, p.seqId) : new ConcatPrefill(this.io)))
+  }
+
+  /**
+   * A slot cache's room is the budget less what the other slot caches hold (the concat caches
+   * are ONNX Runtime's outputs, exactly the live tokens).
+   */
+  private bounded<C extends BatchCache | PrefillCache>(cache: C): C {
+    if (cache instanceof SlotKvCache) {
+      cache.room = () => {
+        let others = 0
+        for (const c of [this.batch, ...this.prefilling.values()]) if (c !== cache && c instanceof SlotKvCache) others += c.heldBytes
+        return this.kvBudgetBytes - others
+      }
+    }
+    return cache
   }
 
   /** Row `row`'s logits at its last position (with left padding, the last column for every row). */

@@ -6,6 +6,8 @@ import { toModelInfo, type KvShape, type ModelInfo, type ModelRunner, type StepP
 export interface OnnxRunnerOptions {
   executionProvider: 'cpu' | 'cuda'
   intraOpThreads?: number
+  /** The scheduler's KV budget, which bounds the slot caches' spare (model-step.ts). */
+  kvBudgetBytes?: number
 }
 
 /**
@@ -43,6 +45,7 @@ export class OnnxRunner implements ModelRunner {
       eosTokenIds: dir.eosTokenIds,
       executionProvider: opts.executionProvider,
       ...(opts.intraOpThreads ? { intraOpThreads: opts.intraOpThreads } : {}),
+      ...(opts.kvBudgetBytes ? { kvBudgetBytes: opts.kvBudgetBytes } : {}),
     }
     const worker = spawnTsWorker(new URL('./runner-worker.ts', import.meta.url), init)
     const kv = await new Promise<KvShape>((resolve, reject) => {

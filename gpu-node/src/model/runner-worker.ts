@@ -15,6 +15,8 @@ export interface RunnerWorkerInit {
   eosTokenIds: number[]
   executionProvider: 'cpu' | 'cuda'
   intraOpThreads?: number
+  /** The scheduler's KV budget, which bounds the slot caches' spare (model-step.ts). */
+  kvBudgetBytes?: number
 }
 
 type Inbound = { type: 'step'; id: number; plan: StepPlan }
@@ -33,7 +35,7 @@ async function start(init: RunnerWorkerInit): Promise<void> {
         throw new Error(`model directory: model.onnx: ONNX Runtime could not load it (${init.executionProvider} provider): ${e.message}`)
       })
     const io = readSessionIo(session, init.config)
-    step = new ModelStep(session, io, init.config.vocabSize, init.eosTokenIds)
+    step = new ModelStep(session, io, init.config.vocabSize, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes })
     port.postMessage({ type: 'ready', io: { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim } })
   } catch (e) {
     port.postMessage({ type: 'fatal', message: (e as Error).message })

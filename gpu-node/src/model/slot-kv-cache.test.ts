@@ -61,7 +61,7 @@ function plans(): StepPlan[] {
 }
 
 /** Runs the plans, recording every session.run's logits and every step's result. */
-async function run(dir: string, slotStep?: number): Promise<{ logits: Float32Array[]; results: StepResult[]; capacities: number[] }> {
+async function run(dir: string, slotStep?: number, kvBudgetBytes?: number): Promise<{ logits: Float32Array[]; results: StepResult[]; capacities: number[]; held: number[]; bytesPerSlot: number }> {
   const model = readModelDir(dir)
   const session = await ort.InferenceSession.create(model.onnxPath)
   const io = readSessionIo(session, model.config)
@@ -74,18 +74,22 @@ async function run(dir: string, slotStep?: number): Promise<{ logits: Float32Arr
     },
   } as unknown as ort.InferenceSession
   const batch = io.kvCache === 'slots' ? new SlotKvCache(io, slotStep) : new BatchKvCache(io)
-  const step = new ModelStep(recording, io, model.config.vocabSize, model.eosTokenIds, batch)
+  const step = new ModelStep(recording, io, model.config.vocabSize, model.eosTokenIds, { batch, ...(kvBudgetBytes ? { kvBudgetBytes } : {}) })
   const results: StepResult[] = []
   const capacities: number[] = []
+  const held: number[] = []
   try {
     for (const plan of plans()) {
       results.push(await step.run(plan))
-      if (batch instanceof SlotKvCache) capacities.push(batch.capacity)
+      if (batch instanceof SlotKvCache) {
+        capacities.push(batch.capacity)
+        held.push(batch.heldBytes)
+      }
     }
   } finally {
     await session.release()
   }
-  return { logits, results, capacities }
+  return { logits, results, capacities, held, bytesPerSlot: 2 * io.numLayers * io.numKvHeads * io.headDim * 4 }
 }
 
 for (const preset of ['tiny', 'tiny-llama'] as const) {
@@ -117,6 +121,28 @@ for (const preset of ['tiny', 'tiny-llama'] as const) {
       const concat = await run(join(root, `${preset}-concat`))
       const slots = await run(join(root, `${preset}-slots`))
       expect(slots.results.map((r) => r.decoded)).toEqual(concat.results.map((r) => r.decoded))
+    })
+
+    it('takes spare rows and slots only inside the KV budget, with the same tokens', async () => {
+      const slotStep = 4
+      const free = await run(join(root, `${preset}-slots`), slotStep)
+      // The budget: the most the run's live rows need at once for their next step (the scheduler's
+      // rows × (longest + 1), rounded to the slot step). Spare rows (to 8) and slots (an eighth
+      // more) go beyond it when unbounded.
+      const live = (r: StepResult) => r.kvRows * Math.ceil((r.kvTokens + 1) / slotStep) * slotStep * free.bytesPerSlot
+      const budget = Math.max(...free.results.map(live))
+      expect(Math.max(...free.held)).toBeGreaterThan(budget)
+      const bounded = await run(join(root, `${preset}-slots`), slotStep, budget)
+      bounded.held.forEach((h, i) => expect(h, `step ${i}`).toBeLessThanOrEqual(budget))
+      bounded.results.forEach((r, i) => expect(r.kvTokens).toBeLessThanOrEqual(bounded.capacities[i]))
+      const concat = await run(join(root, `${preset}-concat`))
+      expect(bounded.results.map((r) => r.decoded)).toEqual(concat.results.map((r) => r.decoded))
+      // A budget below the live need: no spare at all (rows leaving free nothing until the next
+      // resize, so the bound is the most the rows have needed so far), and still the same tokens.
+      const tight = await run(join(root, `${preset}-slots`), slotStep, 1)
+      tight.held.forEach((h, i) => expect(h, `step ${i}`).toBeLessThanOrEqual(Math.max(...tight.results.slice(0, i + 1).map(live))))
+      expect(tight.held.some((h, i) => h < bounded.held[i])).toBe(true)
+      expect(tight.results.map((r) => r.decoded)).toEqual(concat.results.map((r) => r.decoded))
     })
   })
 }

@@ -39,11 +39,27 @@ export class SlotKvCache implements BatchCache, PrefillCache {
   private rowCapacity = 0
   private keys: Float32Array[] = []
   private values: Float32Array[] = []
+  /**
+   * The bytes these buffers may hold (ModelStep: the KV budget less the other caches). Spare rows
+   * and slots are taken only inside it; see `sized`.
+   */
+  room: () => number = () => Infinity
 
   constructor(
     private readonly io: SessionIo,
     private readonly slotStep = SLOT_STEP,
   ) {}
+
+  /** Bytes the K and V buffers hold, spare rows and slots included. */
+  get heldBytes(): number {
+    return this.rowCapacity * this.capacity * this.bytesPerSlot
+  }
+
+  /** K and V of one token in every layer. */
+  private get bytesPerSlot(): number {
+    const { numLayers, numKvHeads, headDim } = this.io
+    return 2 * numLayers * numKvHeads * headDim * Float32Array.BYTES_PER_ELEMENT
+  }
 
   /** An empty one-row cache for a sequence being prefilled in chunks. */
   static forSequence(io: SessionIo, seqId: number, slotStep = SLOT_STEP): SlotKvCache {
@@ -134,9 +150,11 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     if (this.rows === 0) return this.free()
     if (joins.length === 0) return
     // Joins are the moment a copy is due anyway: shrink when long sequences have left.
-    const needed = roundUp(maxOf(this.lens) + 1, this.slotStep)
-    if (this.capacity >= 2 * needed) this.resize(Math.max(this.rows, this.rowCapacity), needed, keep.length)
-    else this.reserve(this.rows, maxOf(this.lens) + 1, keep.length)
+    // Also when the buffers hold more than the room now left (spare taken before a prefill cache grew).
+    const longest = maxOf(this.lens) + 1
+    if (this.capacity >= 2 * roundUp(longest, this.slotStep) || this.heldBytes > this.room()) {
+      this.resize(...this.sized(this.rows, longest, Math.max(this.rows, this.rowCapacity), roundUp(longest, this.slotStep)), keep.length)
+    } else this.reserve(this.rows, longest, keep.length)
     const { numKvHeads: h, headDim: d } = this.io
     joins.forEach((j, n) => {
       const to = keep.length + n
@@ -165,13 +183,29 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     }))
   }
 
-  /** Grows (never shrinks) so that `rows` rows of `slots` slots fit; the first `valid` rows hold data. */
+  /** Makes `rows` rows of `slots` slots fit (a no-op when they do); the first `valid` rows hold data. */
   private reserve(rows: number, slots: number, valid = this.rows): void {
     if (rows <= this.rowCapacity && slots <= this.capacity) return
-    // Rows grow to the next multiple of ROW_STEP (joins come a few at a time; the scheduler's KV
-    // budget counts live rows, so spare rows stay few); slots grow by grownCapacity.
-    const rowCapacity = rows <= this.rowCapacity ? this.rowCapacity : roundUp(rows, ROW_STEP)
-    this.resize(rowCapacity, Math.max(this.capacity, slots > this.capacity ? grownCapacity(slots, this.slotStep) : 0), valid)
+    // Rows grow to the next multiple of ROW_STEP (joins come a few at a time); slots grow by grownCapacity.
+    const wantRows = rows <= this.rowCapacity ? this.rowCapacity : roundUp(rows, ROW_STEP)
+    const wantSlots = slots <= this.capacity ? this.capacity : grownCapacity(slots, this.slotStep)
+    this.resize(...this.sized(rows, slots, wantRows, wantSlots), valid)
+  }
+
+  /**
+   * Buffer sizes for `rows` rows of at least `slots` slots, with up to `wantRows` × `wantSlots`
+   * of spare. Spare saves copies, but a step attends over every slot and the buffers are memory:
+   * the scheduler keeps the live tokens within the KV budget, and the spare must not be what
+   * breaks it. So the buffers hold at most `room()` bytes, or the live need with its slots rounded
+   * to the slot step when that alone is more (one sequence alone over the budget, which the
+   * scheduler allows; a prefill chunk). Spare slots are kept before spare rows: they are the
+   * ones a growing batch needs every few steps.
+   */
+  private sized(rows: number, slots: number, wantRows: number, wantSlots: number): [rowCapacity: number, capacity: number] {
+    const maxSlots = Math.floor(Math.max(0, this.room()) / this.bytesPerSlot)
+    if (wantRows * wantSlots <= maxSlots) return [wantRows, wantSlots]
+    const capacity = Math.max(roundUp(slots, this.slotStep), Math.min(wantSlots, Math.floor(maxSlots / rows / this.slotStep) * this.slotStep))
+    return [Math.max(rows, Math.min(wantRows, Math.floor(maxSlots / capacity))), capacity]
   }
 
   /** New buffers of the given size, with the tokens of the first `valid` rows copied over. */
