@@ -195,7 +195,7 @@ describe('leased limit store', () => {
     const bg = tracker()
     const burst = async () => {
       const answeredAt: number[] = []
-      const results = await Promise.all(Array.from({ length: 64 }, () => store.requests(id, 1_000_000, { background: bg.background }).then((d) => (answeredAt.push(exact.answered), d))))
+      const results = await Promise.all(Array.from({ length: 64 }, async () => { const d = await store.requests(id, 1_000_000, { background: bg.background }); answeredAt.push(exact.answered); return d }))
       expect(results.every((d) => d.success)).toBe(true)
       // A refill the burst started must not answer during the next one.
       await bg.settled()
