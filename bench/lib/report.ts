@@ -49,6 +49,7 @@ export const CONTEXT: Array<{ label: string; path: string; unit: string }> = [
   { label: 'ceiling of continuous / one-at-a-time set by raw ONNX Runtime (raw batch-32 rate / one-at-a-time rate)', path: 'engine.raw.continuous_over_sequential_ceiling', unit: '×' },
   { label: '/healthz probe latency p99 under full load (from outside)', path: 'engine.raw.full_load.healthz_probe_ms.p99', unit: 'ms' },
   { label: 'bare Hono-on-Node passthrough: added TTFB p50 at concurrency 1 (no auth, no limits)', path: 'edge.raw.bare_hono_added_ttfb_ms_p50_c1', unit: 'ms' },
+  { label: 'bare Hono-on-Node passthrough: added TTFB p99 at concurrency 64 (no auth, no limits)', path: 'edge.raw.bare_hono_added_ttfb_ms_p99_c64', unit: 'ms' },
   { label: 'bare Hono-on-Node passthrough: requests per CPU-second (same core, same load)', path: 'edge.raw.one_core.bare_hono_passthrough_requests_per_cpu_s', unit: 'req/s' },
   { label: 'wrangler dev added TTFB p99 at concurrency 64', path: 'edge.wrangler_added_ttfb_ms_p99_c64', unit: 'ms' },
   { label: 'rate-limit check p99', path: 'ratelimit.raw.requests_check_ms.p99', unit: 'ms' },

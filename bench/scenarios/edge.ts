@@ -114,7 +114,8 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
     }
     const origins: Record<Target, string | undefined> = { direct: node.url, 'node-edge': nodeEdge.url, wrangler: wrangler?.url, 'bare-hono': bareNode.url }
     const targets = (Object.keys(origins) as Target[]).filter((t) => origins[t] !== undefined)
-    const c64Targets = targets.filter((t) => t !== 'bare-hono')
+    // Every target at concurrency 64 too: the bare passthrough's added p99 is the framework's floor there.
+    const c64Targets = targets
     let reqNo = 0
     const send = async (target: Target, dialect: BenchDialect, signal?: AbortSignal): Promise<RequestRecord> => {
       const body = bodies[dialect]
@@ -168,7 +169,7 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
     const c64Rounds = ctx.quick ? 2 : 4
     const c64Requests = ctx.quick ? 96 : 768
     const c64: Record<Target, RequestRecord[]> = { direct: [], 'node-edge': [], wrangler: [], 'bare-hono': [] }
-    const c64Added: Record<'node-edge' | 'wrangler', number[]> = { 'node-edge': [], wrangler: [] }
+    const c64Added: Record<'node-edge' | 'wrangler' | 'bare-hono', number[]> = { 'node-edge': [], wrangler: [], 'bare-hono': [] }
     for (let r = 0; r < c64Rounds; r++) {
       const p99s: Partial<Record<Target, number>> = {}
       for (const t of rotate(c64Targets, r)) {
@@ -183,8 +184,8 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
         p99s[t] = percentile(okValues(run.results, (x) => x.ttfbMs), 99)
         await sleep(200)
       }
-      for (const t of ['node-edge', 'wrangler'] as const) if (p99s[t] !== undefined) c64Added[t].push(p99s[t]! - p99s.direct!)
-      ctx.log(`c64 round ${r + 1}/${c64Rounds}: TTFB p99 direct ${p99s.direct!.toFixed(2)} ms, node edge ${p99s['node-edge']!.toFixed(2)} ms${p99s.wrangler !== undefined ? `, wrangler ${p99s.wrangler.toFixed(2)} ms` : ''}`)
+      for (const t of ['node-edge', 'wrangler', 'bare-hono'] as const) if (p99s[t] !== undefined) c64Added[t].push(p99s[t]! - p99s.direct!)
+      ctx.log(`c64 round ${r + 1}/${c64Rounds}: TTFB p99 direct ${p99s.direct!.toFixed(2)} ms, node edge ${p99s['node-edge']!.toFixed(2)} ms${p99s.wrangler !== undefined ? `, wrangler ${p99s.wrangler.toFixed(2)} ms` : ''}, bare Hono passthrough ${p99s['bare-hono']!.toFixed(2)} ms`)
     }
 
     // Requests/s on one core, instant upstream, non-streaming; the bare Hono passthrough (same
@@ -264,6 +265,7 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
       edge_over_bare_hono: round(median(rpsRoundsOut.map((x, i) => x.requests_per_cpu_s / bareRoundsOut[i].requests_per_cpu_s))),
     }
     raw.bare_hono_added_ttfb_ms_p50_c1 = round(median(c1Added['bare-hono']))
+    raw.bare_hono_added_ttfb_ms_p99_c64 = round(median(c64Added['bare-hono']))
     raw.edge_added_total_ms_p50_c1 = round(median(c1AddedTotal['node-edge']))
     if (origins.wrangler) raw.wrangler_added_total_ms_p50_c1 = round(median(c1AddedTotal.wrangler))
     notes.push(`Edge scenarios use ${modelDir} behind the edge (1 ONNX Runtime thread); requests/s on one core = completed requests per CPU-second of the pinned edge process.`)
