@@ -4,14 +4,14 @@ import { join } from 'node:path'
 import * as ort from 'onnxruntime-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Engine } from '../engine/engine.ts'
-import { GREEDY, type EngineEvent, type EngineRequest } from '../engine/types.ts'
+import { GREEDY, type EngineEvent, type EngineObserver, type EngineRequest } from '../engine/types.ts'
 import { BatchKvCache, type BatchCache } from './batch-kv-cache.ts'
 import { generateModel } from './generate/generate-model.ts'
 import { readModelDir, type ModelDir } from './model-dir.ts'
 import { ModelStep } from './model-step.ts'
 import { toModelInfo, type ModelInfo, type ModelRunner, type StepPlan } from './runner.ts'
 import { readSessionIo } from './session-io.ts'
-import { SlotKvCache } from './slot-kv-cache.ts'
+import { SLOT_STEP, SlotKvCache } from './slot-kv-cache.ts'
 import { ModelTokenizer } from './tokenizer.ts'
 import { loadModel } from './load-model.ts'
 
@@ -53,12 +53,13 @@ class SharedPositions extends SlotKvCache {
   }
 }
 
-async function inProcessEngine(dir: ModelDir, cache?: (io: ReturnType<typeof readSessionIo>) => BatchCache) {
+async function inProcessEngine(dir: ModelDir, cache?: (io: ReturnType<typeof readSessionIo>) => BatchCache, budget?: { tokens: number; observer: EngineObserver }) {
   const session = await ort.InferenceSession.create(dir.onnxPath)
   const io = readSessionIo(session, dir.config)
   const info = toModelInfo(dir, io)
-  const runner = new InProcessRunner(info, new ModelStep(session, io, info.vocabSize, info.eosTokenIds, { batch: cache?.(io) }))
-  return new Engine({ runner, decoder: new ModelTokenizer(dir), limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 1 << 30, prefillChunkTokens: 16 } })
+  const kvBudgetBytes = budget ? budget.tokens * info.kvBytesPerToken : 1 << 30
+  const runner = new InProcessRunner(info, new ModelStep(session, io, info.vocabSize, info.eosTokenIds, { batch: cache?.(io), kvBudgetBytes }))
+  return new Engine({ runner, decoder: new ModelTokenizer(dir), limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes, prefillChunkTokens: 16 }, ...(budget ? { observer: budget.observer } : {}) })
 }
 
 function generate(engine: Pick<Engine, 'submit'>, req: EngineRequest): Promise<string> {
@@ -101,6 +102,35 @@ for (const [preset, kv] of [['tiny', 'slots'], ['tiny-llama', 'slots'], ['tiny',
       const together = await Promise.all(reqs.map((r) => generate(batched, r)))
       expect(together).toEqual(alone)
       expect(alone.every((t) => t.length > 0)).toBe(true)
+    })
+
+    it('gives the same texts under a KV budget that preempts (recompute) and bounds the caches', async () => {
+      const reqs = requests(dir)
+      const single = await inProcessEngine(dir)
+      const alone: string[] = []
+      for (const r of reqs) alone.push(await generate(single, { ...r, id: `alone-${r.id}` }))
+      const preempted: string[] = []
+      const tokens = 96 // about two of these sequences' worth: the batch fills it, growth preempts
+      let over = 0
+      let decodes = 0
+      const watched = (io: ReturnType<typeof readSessionIo>): BatchCache => {
+        if (kv === 'concat') return new BatchKvCache(io)
+        const perToken = 2 * io.numLayers * io.numKvHeads * io.headDim * 4
+        // The bound: the budget, or the live rows' need rounded to the slot step when that alone is more.
+        return new (class extends SlotKvCache {
+          override acceptDecode(outputs: ort.InferenceSession.ReturnType): void {
+            super.acceptDecode(outputs)
+            decodes++
+            const live = this.rows * Math.ceil((Math.max(...this.lens) + 1) / SLOT_STEP) * SLOT_STEP * perToken
+            if (this.heldBytes > Math.max(tokens * perToken, live)) over++
+          }
+        })(io)
+      }
+      const tight = await inProcessEngine(dir, watched, { tokens, observer: { onPreempted: (id) => preempted.push(id) } })
+      const together = await Promise.all(reqs.map((r) => generate(tight, r)))
+      expect(together).toEqual(alone)
+      expect(preempted.length).toBeGreaterThan(0)
+      if (kv === 'slots') expect({ decodes: decodes > 0, over }).toEqual({ decodes: true, over: 0 })
     })
 
     it('would catch buffer-index position ids (control)', async () => {

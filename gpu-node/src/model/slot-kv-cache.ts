@@ -148,12 +148,15 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     this.nextTokens = [...keep.map((r) => this.nextTokens[r]), ...joins.map((j) => j.nextToken)]
     this.lens = [...keep.map((r) => this.lens[r]), ...joins.map((j) => j.len)]
     if (this.rows === 0) return this.free()
-    if (joins.length === 0) return
-    // Joins are the moment a copy is due anyway: shrink when long sequences have left.
-    // Also when the buffers hold more than the room now left (spare taken before a prefill cache grew).
     const longest = maxOf(this.lens) + 1
-    if (this.capacity >= 2 * roundUp(longest, this.slotStep) || this.heldBytes > this.room()) {
-      this.resize(...this.sized(this.rows, longest, Math.max(this.rows, this.rowCapacity), roundUp(longest, this.slotStep)), keep.length)
+    // The buffers may hold more than the room now left (spare taken before a prefill cache grew,
+    // or the rows whose need alone broke the budget have left): refit then, joins or not.
+    const overRoom = this.heldBytes > this.room()
+    if (joins.length === 0 && !overRoom) return
+    // Joins are the moment a copy is due anyway: shrink when long sequences have left.
+    if (overRoom || this.capacity >= 2 * roundUp(longest, this.slotStep)) {
+      const [rowCapacity, capacity] = this.sized(this.rows, longest, Math.max(this.rows, this.rowCapacity), roundUp(longest, this.slotStep))
+      if (rowCapacity !== this.rowCapacity || capacity !== this.capacity) this.resize(rowCapacity, capacity, keep.length)
     } else this.reserve(this.rows, longest, keep.length)
     const { numKvHeads: h, headDim: d } = this.io
     joins.forEach((j, n) => {
