@@ -9,7 +9,7 @@ import { BatchKvCache, type BatchCache } from './batch-kv-cache.ts'
 import { generateModel } from './generate/generate-model.ts'
 import { readModelDir, type ModelDir } from './model-dir.ts'
 import { ModelStep } from './model-step.ts'
-import { toModelInfo, type ModelInfo, type ModelRunner, type StepPlan } from './runner.ts'
+import { kvBytesPerToken, toModelInfo, type ModelInfo, type ModelRunner, type StepPlan } from './runner.ts'
 import { readSessionIo } from './session-io.ts'
 import { SLOT_STEP, SlotKvCache } from './slot-kv-cache.ts'
 import { ModelTokenizer } from './tokenizer.ts'
@@ -115,7 +115,7 @@ for (const [preset, kv] of [['tiny', 'slots'], ['tiny-llama', 'slots'], ['tiny',
       let decodes = 0
       const watched = (io: ReturnType<typeof readSessionIo>): BatchCache => {
         if (kv === 'concat') return new BatchKvCache(io)
-        const perToken = 2 * io.numLayers * io.numKvHeads * io.headDim * 4
+        const perToken = kvBytesPerToken(io)
         // The bound: the budget, or the live rows' need rounded to the slot step when that alone is more.
         return new (class extends SlotKvCache {
           override acceptDecode(outputs: ort.InferenceSession.ReturnType): void {

@@ -21,12 +21,17 @@ export interface KvShape {
   headDim: number
 }
 
+/** KV cache bytes per token per sequence: 2 (K and V) × layers × kv heads × head dim × 4 bytes. */
+export function kvBytesPerToken(kv: KvShape): number {
+  return 2 * kv.numLayers * kv.numKvHeads * kv.headDim * Float32Array.BYTES_PER_ELEMENT
+}
+
 export function toModelInfo(dir: ModelDir, kv: KvShape): ModelInfo {
   return {
     vocabSize: dir.config.vocabSize,
     ...kv,
     contextLength: dir.config.contextLength,
-    kvBytesPerToken: 2 * kv.numLayers * kv.numKvHeads * kv.headDim * Float32Array.BYTES_PER_ELEMENT,
+    kvBytesPerToken: kvBytesPerToken(kv),
     eosTokenIds: dir.eosTokenIds,
   }
 }

@@ -8,7 +8,7 @@ import { BatchKvCache } from './batch-kv-cache.ts'
 import { generateModel } from './generate/generate-model.ts'
 import { readModelDir } from './model-dir.ts'
 import { ModelStep } from './model-step.ts'
-import type { PrefillPart, StepPlan, StepResult } from './runner.ts'
+import { kvBytesPerToken, type PrefillPart, type StepPlan, type StepResult } from './runner.ts'
 import { readSessionIo } from './session-io.ts'
 import { SlotKvCache } from './slot-kv-cache.ts'
 
@@ -89,7 +89,7 @@ async function run(dir: string, slotStep?: number, kvBudgetBytes?: number): Prom
   } finally {
     await session.release()
   }
-  return { logits, results, capacities, held, bytesPerSlot: 2 * io.numLayers * io.numKvHeads * io.headDim * 4 }
+  return { logits, results, capacities, held, bytesPerSlot: kvBytesPerToken(io) }
 }
 
 for (const preset of ['tiny', 'tiny-llama'] as const) {

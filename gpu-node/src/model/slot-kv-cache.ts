@@ -1,5 +1,6 @@
 import * as ort from 'onnxruntime-node'
 import { modelFeeds, presentsOf, type BatchCache, type KvJoin, type LayerKv, type PrefillCache } from './batch-kv-cache.ts'
+import { kvBytesPerToken } from './runner.ts'
 import type { SessionIo } from './session-io.ts'
 
 /**
@@ -52,13 +53,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
 
   /** Bytes the K and V buffers hold, spare rows and slots included. */
   get heldBytes(): number {
-    return this.rowCapacity * this.capacity * this.bytesPerSlot
-  }
-
-  /** K and V of one token in every layer. */
-  private get bytesPerSlot(): number {
-    const { numLayers, numKvHeads, headDim } = this.io
-    return 2 * numLayers * numKvHeads * headDim * Float32Array.BYTES_PER_ELEMENT
+    return this.rowCapacity * this.capacity * kvBytesPerToken(this.io)
   }
 
   /** An empty one-row cache for a sequence being prefilled in chunks. */
@@ -205,7 +200,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
    * ones a growing batch needs every few steps.
    */
   private sized(rows: number, slots: number, wantRows: number, wantSlots: number): [rowCapacity: number, capacity: number] {
-    const maxSlots = Math.floor(Math.max(0, this.room()) / this.bytesPerSlot)
+    const maxSlots = Math.floor(Math.max(0, this.room()) / kvBytesPerToken(this.io))
     if (wantRows * wantSlots <= maxSlots) return [wantRows, wantSlots]
     const capacity = Math.max(roundUp(slots, this.slotStep), Math.min(wantSlots, Math.floor(maxSlots / rows / this.slotStep) * this.slotStep))
     return [Math.max(rows, Math.min(wantRows, Math.floor(maxSlots / capacity))), capacity]
