@@ -6,5 +6,5 @@ import type { SessionIo } from '../../gpu-node/src/model/session-io.ts'
  */
 export function assertConcatKv(io: SessionIo, path: string): void {
   if (io.kvCache === 'concat') return
-  throw new Error(`${path}: a slot-KV model; this probe feeds present.* back, so give it the concat variant: npx tsx gpu-node/src/model/generate/cli.ts --preset <name> --kv-cache concat --out DIR`)
+  throw new Error(`${path}: a slot-KV model; this probe feeds present.* back, so give it the concat variant: npx tsx gpu-node/tools/generate-model/cli.ts --preset <name> --kv-cache concat --out DIR`)
 }

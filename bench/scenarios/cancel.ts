@@ -8,7 +8,7 @@
  * disconnect mid-stream.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
-import { ensureGeneratedModel } from '../../gpu-node/src/model/generate/ensure-model.ts'
+import { ensureGeneratedModel } from '../../gpu-node/tools/generate-model/ensure-model.ts'
 import { benchAgent, sendRequest } from '../load/client.ts'
 import { buildBody, type BenchDialect } from '../load/dialects.ts'
 import { parseProm, promValue } from '../lib/prom.ts'

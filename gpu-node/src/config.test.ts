@@ -8,10 +8,7 @@ describe('parseNodeConfig', () => {
       modelDir: 'models/tiny',
       host: '127.0.0.1',
       port: 9101,
-      maxBatch: 32,
-      maxQueue: 256,
-      kvBudgetBytes: 512 * 1024 * 1024,
-      prefillChunkTokens: 128,
+      limits: { maxBatch: 32, maxQueue: 256, kvBudgetBytes: 512 * 1024 * 1024, prefillChunkTokens: 128 },
       executionProvider: 'cpu',
       maxBodyBytes: 1024 * 1024,
       keepAliveMs: 5000,
@@ -33,7 +30,7 @@ describe('parseNodeConfig', () => {
     expect(c).toMatchObject({
       modelDir: 'models/small', host: '0.0.0.0', port: 9102, nodeId: 'eu-1', region: 'eu-west', lat: 53.3, lon: -6.3,
       publicUrl: 'https://eu.example.com', allowUnsigned: true, upstash: { url: 'http://127.0.0.1:8079', token: 'tok' },
-      maxBatch: 8, maxQueue: 16, kvBudgetBytes: 64 * 1024 * 1024, prefillChunkTokens: 32, executionProvider: 'cuda',
+      limits: { maxBatch: 8, maxQueue: 16, kvBudgetBytes: 64 * 1024 * 1024, prefillChunkTokens: 32 }, executionProvider: 'cuda',
       intraOpThreads: 2, tls: { certFile: '/c.pem', keyFile: '/k.pem' }, maxBodyBytes: 2048, keepAliveMs: 100, drainGraceMs: 50,
     })
     expect(c.edgeSharedSecret).toBeUndefined()

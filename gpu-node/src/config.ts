@@ -4,6 +4,7 @@
  */
 import { hostname } from 'node:os'
 import { z } from 'zod'
+import type { EngineLimits } from './engine/types.ts'
 
 /** Env flags are strings: only these spellings mean "on"; unset or "0"/"false" mean off. */
 const flag = z
@@ -59,10 +60,8 @@ export interface NodeConfig {
   allowUnsigned: boolean
   /** Registry heartbeat target; both set or heartbeat disabled. */
   upstash?: { url: string; token: string }
-  maxBatch: number
-  maxQueue: number
-  kvBudgetBytes: number
-  prefillChunkTokens: number
+  /** Handed to the engine (and the runner's KV budget) as they are. */
+  limits: EngineLimits
   executionProvider: 'cpu' | 'cuda'
   /** 0 = ONNX Runtime default. */
   intraOpThreads: number
@@ -107,10 +106,7 @@ export function parseNodeConfig(env: Record<string, string | undefined>): NodeCo
     edgeSharedSecret: e.EDGE_SHARED_SECRET,
     allowUnsigned: e.ALLOW_UNSIGNED,
     upstash: e.UPSTASH_REDIS_REST_URL && e.UPSTASH_REDIS_REST_TOKEN ? { url: e.UPSTASH_REDIS_REST_URL, token: e.UPSTASH_REDIS_REST_TOKEN } : undefined,
-    maxBatch: e.MAX_BATCH,
-    maxQueue: e.MAX_QUEUE,
-    kvBudgetBytes: e.KV_BUDGET_MB * 1024 * 1024,
-    prefillChunkTokens: e.PREFILL_CHUNK,
+    limits: { maxBatch: e.MAX_BATCH, maxQueue: e.MAX_QUEUE, kvBudgetBytes: e.KV_BUDGET_MB * 1024 * 1024, prefillChunkTokens: e.PREFILL_CHUNK },
     executionProvider: e.EXECUTION_PROVIDER,
     intraOpThreads: e.INTRA_OP_THREADS,
     tls: e.TLS_CERT && e.TLS_KEY ? { certFile: e.TLS_CERT, keyFile: e.TLS_KEY } : undefined,

@@ -1,21 +1,21 @@
 /**
  * The GPU node process: parse config → load the model (engine + tokenizer) → serve → heartbeat.
- * SIGTERM/SIGINT drain (server/shutdown.ts). Started by `npm run gpu-node`
+ * SIGTERM/SIGINT drain (shutdown.ts). Started by `npm run gpu-node`
  * (infra/scripts/launch-gpu-node.mjs), which sets the malloc environment the engine needs.
  */
+import { composeEngine } from './compose-engine.ts'
 import { localUrl, parseNodeConfig, type NodeConfig } from './config.ts'
 import type { EngineHandle, EngineStats } from './engine/types.ts'
 import { createMetricsObserver } from './metrics/engine-observer.ts'
 import { createNodeMetrics } from './metrics/node-metrics.ts'
-import { ensureGeneratedModel } from './model/generate/ensure-model.ts'
-import { loadModel } from './model/load-model.ts'
+import { ensureGeneratedModel } from '../tools/generate-model/ensure-model.ts'
 import { createUpstashRegistryClient, startHeartbeat, type Heartbeat } from './registry/heartbeat.ts'
 import { createRequestHandler } from './server/app.ts'
 import { createSignatureCheck } from './server/edge-signature.ts'
 import { createNodeServer } from './server/http.ts'
 import { createJsonLogger, type Logger } from './server/json-log.ts'
 import { createNodeState } from './server/node-state.ts'
-import { createDrain, handleShutdownSignals } from './server/shutdown.ts'
+import { createDrain, handleShutdownSignals } from './shutdown.ts'
 
 /** What the gauges and heartbeat report before the engine exists. */
 const IDLE_STATS: EngineStats = { running: 0, waiting: 0, maxBatch: 0, kvUsedFrac: 0, tokPerSec: 0, draining: false }
@@ -28,14 +28,11 @@ async function main(log: Logger): Promise<void> {
   let engine: EngineHandle | undefined
   const metrics = createNodeMetrics({ region: config.region, stats: () => engine?.stats() ?? IDLE_STATS })
   await ensureGeneratedModel(config.modelDir, (line) => log.info({ msg: line }))
-  const loaded = await loadModel({
+  const loaded = await composeEngine({
     modelDir: config.modelDir,
     executionProvider: config.executionProvider,
     intraOpThreads: config.intraOpThreads,
-    maxBatch: config.maxBatch,
-    maxQueue: config.maxQueue,
-    kvBudgetMb: config.kvBudgetBytes / (1024 * 1024),
-    prefillChunk: config.prefillChunkTokens,
+    limits: config.limits,
     observer: createMetricsObserver(metrics),
   })
   engine = loaded.engine

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { startTestNode } from '../../gpu-node/src/server/test-node.ts'
+import { startTestNode } from '../../gpu-node/test/support/test-node.ts'
 
 /** Every metric the shipped Grafana dashboard queries must be one the node exports on /metrics. */
 describe('infra/grafana dashboard', () => {

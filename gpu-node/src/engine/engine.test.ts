@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { Engine } from './engine.ts'
-import { letterDecoder, ScriptedRunner } from './scripted-runner.ts'
+import { letterDecoder, ScriptedRunner } from '../../test/support/scripted-runner.ts'
 import { GREEDY, type EngineEvent, type EngineObserver, type EngineRequest } from './types.ts'
 
 function request(id: string, over: Partial<EngineRequest> = {}): EngineRequest {

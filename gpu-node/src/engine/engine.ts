@@ -2,15 +2,15 @@ import { performance } from 'node:perf_hooks'
 import type { ModelRunner, StepResult } from '../model/runner.ts'
 import type { TokenDecoder } from './detokenizer.ts'
 import type { BatchingPolicy } from './batching-policy.ts'
-import { Scheduler, type SchedulerLimits } from './scheduler.ts'
+import { Scheduler } from './scheduler.ts'
 import { Sequence } from './sequence.ts'
 import { ThroughputMeter } from './throughput-meter.ts'
-import type { EngineEvent, EngineHandle, EngineObserver, EngineRequest, EngineStats, SubmitResult } from './types.ts'
+import type { EngineEvent, EngineHandle, EngineLimits, EngineObserver, EngineRequest, EngineStats, SubmitResult } from './types.ts'
 
 export interface EngineOptions {
   runner: ModelRunner
   decoder: TokenDecoder
-  limits: Omit<SchedulerLimits, 'kvBytesPerToken'>
+  limits: EngineLimits
   observer?: EngineObserver
   /** Continuous unless a benchmark asks for its static baseline. */
   policy?: BatchingPolicy

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { staticBatching } from './batching-policy.ts'
 import { Scheduler, type SchedulerLimits } from './scheduler.ts'
-import { letterDecoder, ScriptedRunner } from './scripted-runner.ts'
+import { letterDecoder, ScriptedRunner } from '../../test/support/scripted-runner.ts'
 import { Sequence } from './sequence.ts'
 import { GREEDY, type EngineEvent } from './types.ts'
 

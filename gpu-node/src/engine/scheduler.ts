@@ -1,19 +1,12 @@
 import { continuousBatching, type BatchingPolicy } from './batching-policy.ts'
 import { AdmissionQueue } from './admission-queue.ts'
 import type { Sequence } from './sequence.ts'
+import type { EngineLimits } from './types.ts'
 import type { PrefillPart, StepPlan, StepResult } from '../model/runner.ts'
 
-export interface SchedulerLimits {
-  /** Max sequences resident in the batch (running + prefilling). */
-  maxBatch: number
-  /** Max sequences waiting for admission; new requests beyond it are refused. */
-  maxQueue: number
-  /** Max KV bytes one decode step may touch: rows × padded length × bytes per token. */
-  kvBudgetBytes: number
+export interface SchedulerLimits extends EngineLimits {
   /** KV bytes per token per sequence, from the model. */
   kvBytesPerToken: number
-  /** Tokens per prefill chunk: one long prompt's slice, or several short prompts padded to one width. */
-  prefillChunkTokens: number
 }
 
 /**

@@ -9,6 +9,21 @@ import type { FinishReason, SamplingParams, Usage } from '../../../shared/src/ge
 export type { FinishReason, SamplingParams, Usage }
 export { GREEDY } from '../../../shared/src/generation.ts'
 
+/**
+ * The engine's limits, parsed once from the environment (config.ts) and passed through unchanged:
+ * every layer uses these names and units.
+ */
+export interface EngineLimits {
+  /** Max sequences resident in the batch (running + prefilling). */
+  maxBatch: number
+  /** Max sequences waiting for admission; new requests beyond it are refused. */
+  maxQueue: number
+  /** Max KV bytes one decode step may touch: rows × padded length × bytes per token. */
+  kvBudgetBytes: number
+  /** Tokens per prefill chunk: one long prompt's slice, or several short prompts padded to one width. */
+  prefillChunkTokens: number
+}
+
 /** A generation request as the engine sees it: tokens in, stop rules, sampling. */
 export interface EngineRequest {
   /** Unique per request (the x-request-id, or a generated one). */

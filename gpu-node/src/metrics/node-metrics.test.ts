@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { createMetricsObserver } from './engine-observer.ts'
 import { createNodeMetrics } from './node-metrics.ts'
 import { RequestTimer } from './request-timer.ts'
-import { startTestNode } from '../server/test-node.ts'
+import { startTestNode } from '../../test/support/test-node.ts'
 
 /** Every metric DESIGN.md §8 names. */
 const DESIGN_METRIC_NAMES = [

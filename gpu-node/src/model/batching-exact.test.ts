@@ -6,14 +6,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Engine } from '../engine/engine.ts'
 import { GREEDY, type EngineEvent, type EngineObserver, type EngineRequest } from '../engine/types.ts'
 import { BatchKvCache, type BatchCache } from './batch-kv-cache.ts'
-import { generateModel } from './generate/generate-model.ts'
+import { generateModel } from '../../tools/generate-model/generate-model.ts'
 import { readModelDir, type ModelDir } from './model-dir.ts'
 import { ModelStep } from './model-step.ts'
 import { kvBytesPerToken, toModelInfo, type ModelInfo, type ModelRunner, type StepPlan } from './runner.ts'
 import { readSessionIo } from './session-io.ts'
 import { SLOT_STEP, SlotKvCache } from './slot-kv-cache.ts'
 import { ModelTokenizer } from './tokenizer.ts'
-import { loadModel } from './load-model.ts'
+import { composeEngine } from '../compose-engine.ts'
 
 /**
  * Continuous batching must be exact: a greedy request returns the same text whether it ran
@@ -147,7 +147,7 @@ for (const [preset, kv] of [['tiny', 'slots'], ['tiny-llama', 'slots'], ['tiny',
     })
 
     it('runs the same way through the worker-thread runner', async () => {
-      const loaded = await loadModel({ modelDir: path, executionProvider: 'cpu', maxBatch: 16, maxQueue: 64, kvBudgetMb: 1024, prefillChunk: 16 })
+      const loaded = await composeEngine({ modelDir: path, executionProvider: 'cpu', limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 1024 * 1024 * 1024, prefillChunkTokens: 16 } })
       const reqs = requests(dir)
       const single = await inProcessEngine(dir)
       const alone: string[] = []

@@ -1,50 +1,35 @@
-import { Engine } from '../engine/engine.ts'
-import type { BatchingPolicy } from '../engine/batching-policy.ts'
-import type { EngineObserver } from '../engine/types.ts'
 import { ChatTemplate } from './chat-template.ts'
 import { readModelDir } from './model-dir.ts'
 import { OnnxRunner } from './onnx-runner.ts'
 import type { PromptEncoder } from './prompt-encoder.ts'
-import type { ModelInfo } from './runner.ts'
 import { ModelTokenizer } from './tokenizer.ts'
 
 export interface LoadModelOptions {
   modelDir: string
   executionProvider: 'cpu' | 'cuda'
+  /** 0 or absent: ONNX Runtime chooses. */
   intraOpThreads?: number
-  maxBatch: number
-  maxQueue: number
-  kvBudgetMb: number
-  prefillChunk: number
-  observer?: EngineObserver
-  /** Benchmarks only: the static-batching baseline. */
-  policy?: BatchingPolicy
+  /** The scheduler's KV budget: the slot caches take spare rows and slots only inside it. */
+  kvBudgetBytes: number
 }
 
+/** The model side, ready to run: what the engine drives and what the HTTP layer encodes with. */
 export interface LoadedModel {
+  runner: OnnxRunner
+  /** Token ids → text, for the engine's detokenizer. */
+  tokenizer: ModelTokenizer
   encoder: PromptEncoder
-  engine: Engine
-  info: ModelInfo
 }
 
-/** model dir → tokenizer + chat template + ONNX Runtime worker → engine. */
+/** model dir → tokenizer + chat template + ONNX Runtime worker. Knows nothing of scheduling. */
 export async function loadModel(opts: LoadModelOptions): Promise<LoadedModel> {
   const dir = readModelDir(opts.modelDir)
   const tokenizer = new ModelTokenizer(dir)
   const template = new ChatTemplate(dir)
-  const kvBudgetBytes = opts.kvBudgetMb * 1024 * 1024
-  const runner = await OnnxRunner.start(dir, { executionProvider: opts.executionProvider, kvBudgetBytes, ...(opts.intraOpThreads ? { intraOpThreads: opts.intraOpThreads } : {}) })
-  const engine = new Engine({
-    runner,
-    decoder: tokenizer,
-    limits: {
-      maxBatch: opts.maxBatch,
-      maxQueue: opts.maxQueue,
-      kvBudgetBytes,
-      prefillChunkTokens: opts.prefillChunk,
-    },
-    ...(opts.observer ? { observer: opts.observer } : {}),
-    ...(opts.policy ? { policy: opts.policy } : {}),
+  const runner = await OnnxRunner.start(dir, {
+    executionProvider: opts.executionProvider,
+    kvBudgetBytes: opts.kvBudgetBytes,
+    ...(opts.intraOpThreads ? { intraOpThreads: opts.intraOpThreads } : {}),
   })
   const encoder: PromptEncoder = {
     modelId: dir.modelId,
@@ -52,5 +37,5 @@ export async function loadModel(opts: LoadModelOptions): Promise<LoadedModel> {
     encodeChat: (messages) => tokenizer.encodeTemplate(template.render(messages)),
     encodeText: (prompt) => tokenizer.encodeText(prompt),
   }
-  return { encoder, engine, info: runner.info }
+  return { runner, tokenizer, encoder }
 }

@@ -4,8 +4,8 @@ import { join } from 'node:path'
 import * as ort from 'onnxruntime-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { GREEDY, type EngineEvent, type EngineRequest } from '../engine/types.ts'
-import { generateModel, isCurrentGeneratedModel } from './generate/generate-model.ts'
-import { loadModel } from './load-model.ts'
+import { generateModel, isCurrentGeneratedModel } from '../../tools/generate-model/generate-model.ts'
+import { composeEngine } from '../compose-engine.ts'
 
 /**
  * The `small` presets declare `num_logits_to_keep` alone (no use_cache_branch), so prefill runs
@@ -23,7 +23,7 @@ beforeAll(async () => {
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 
 async function greedyTexts(modelDir: string): Promise<string[]> {
-  const model = await loadModel({ modelDir, executionProvider: 'cpu', maxBatch: 8, maxQueue: 16, kvBudgetMb: 256, prefillChunk: 16 })
+  const model = await composeEngine({ modelDir, executionProvider: 'cpu', limits: { maxBatch: 8, maxQueue: 16, kvBudgetBytes: 256 * 1024 * 1024, prefillChunkTokens: 16 } })
   const prompts = ['Hi', 'The quick brown fox jumps', 'Once upon a time', 'a prompt longer than the sixteen-token prefill chunk, so it is prefilled in pieces']
   try {
     return await Promise.all(prompts.map((p, i) => new Promise<string>((resolve, reject) => {

@@ -47,6 +47,6 @@ describe('readModelDir', () => {
   it('refuses an ONNX file that is not a decoder with past, naming the file', async () => {
     const dir = copyOfTiny()
     writeFileSync(join(dir, 'model.onnx'), 'not a model')
-    await expect(loadModel({ modelDir: dir, executionProvider: 'cpu', maxBatch: 1, maxQueue: 1, kvBudgetMb: 1, prefillChunk: 8 })).rejects.toThrow(/model\.onnx/)
+    await expect(loadModel({ modelDir: dir, executionProvider: 'cpu', kvBudgetBytes: 1024 * 1024 })).rejects.toThrow(/model\.onnx/)
   })
 })

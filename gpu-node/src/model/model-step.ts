@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks'
 import * as ort from 'onnxruntime-node'
-import { SequenceSampler } from '../engine/sampler.ts'
+import { SequenceSampler } from '../sampling/sampler.ts'
 import { BatchKvCache, ConcatPrefill, emptyLayers, modelFeeds, presentsOf, type BatchCache, type KvJoin, type PrefillCache } from './batch-kv-cache.ts'
 import type { SessionIo } from './session-io.ts'
 import type { PrefillPart, StepPlan, StepResult } from './runner.ts'

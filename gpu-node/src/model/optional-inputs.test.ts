@@ -4,8 +4,8 @@ import { join } from 'node:path'
 import * as ort from 'onnxruntime-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { GREEDY, type EngineEvent, type EngineRequest } from '../engine/types.ts'
-import { generateModel } from './generate/generate-model.ts'
-import { loadModel, type LoadedModel } from './load-model.ts'
+import { generateModel } from '../../tools/generate-model/generate-model.ts'
+import { composeEngine, type ComposedEngine } from '../compose-engine.ts'
 
 /**
  * Some Hugging Face Optimum exports declare optional inputs: `use_cache_branch` (bool [1], merged
@@ -25,7 +25,7 @@ beforeAll(async () => {
 }, 30_000)
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 
-function generate(model: LoadedModel, req: EngineRequest): Promise<string> {
+function generate(model: ComposedEngine, req: EngineRequest): Promise<string> {
   let text = ''
   return new Promise((resolve, reject) => {
     const r = model.engine.submit(req, (e: EngineEvent) => {
@@ -39,7 +39,7 @@ function generate(model: LoadedModel, req: EngineRequest): Promise<string> {
 
 /** Four concurrent greedy requests; the last prompt is longer than the 16-token prefill chunk. */
 async function greedyTexts(modelDir: string): Promise<string[]> {
-  const model = await loadModel({ modelDir, executionProvider: 'cpu', maxBatch: 8, maxQueue: 16, kvBudgetMb: 256, prefillChunk: 16 })
+  const model = await composeEngine({ modelDir, executionProvider: 'cpu', limits: { maxBatch: 8, maxQueue: 16, kvBudgetBytes: 256 * 1024 * 1024, prefillChunkTokens: 16 } })
   try {
     const prompts = [
       'Hi',

@@ -1,4 +1,4 @@
-import type { SamplingParams } from '../engine/types.ts'
+import type { SamplingParams } from '../../../shared/src/generation.ts'
 import type { ModelDir } from './model-dir.ts'
 
 /** Shapes the scheduler needs to budget KV and bound sequences. */

@@ -1,9 +1,12 @@
 import { Tokenizer } from '@huggingface/tokenizers'
-import type { TokenDecoder } from '../engine/detokenizer.ts'
 import type { ModelDir } from './model-dir.ts'
 
-/** The model's tokenizer.json through @huggingface/tokenizers (pure JS, no native code). */
-export class ModelTokenizer implements TokenDecoder {
+/**
+ * The model's tokenizer.json through @huggingface/tokenizers (pure JS, no native code). Its
+ * `decode` is what the engine's detokenizer needs (engine/detokenizer.ts `TokenDecoder`); the
+ * composition root hands it over, so the model side never imports the engine.
+ */
+export class ModelTokenizer {
   private readonly tokenizer: Tokenizer
 
   constructor(dir: ModelDir) {

@@ -1,7 +1,7 @@
 import http from 'node:http'
 import type { LogFields } from './json-log.ts'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { edgeHeaders, h2Connect, json, readUntil, startTestNode, type TestNode } from './test-node.ts'
+import { edgeHeaders, h2Connect, json, readUntil, startTestNode, type TestNode } from '../../test/support/test-node.ts'
 
 const MODEL = 'zl-test-model'
 const chat = (extra: object = {}) => JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], ...extra })

@@ -3,7 +3,7 @@ import https from 'node:https'
 import type { TLSSocket } from 'node:tls'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { makeSelfSignedCert, type TestCert } from '../../../test/support/self-signed-cert.ts'
-import { h2Connect, h2Request, json, startTestNode, type TestNode } from './test-node.ts'
+import { h2Connect, h2Request, json, startTestNode, type TestNode } from '../../test/support/test-node.ts'
 
 const chatBody = JSON.stringify({ model: 'zl-test-model', messages: [{ role: 'user', content: 'hi' }] })
 

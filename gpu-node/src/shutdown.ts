@@ -5,11 +5,11 @@
  * (npm forwards the terminal's SIGINT as well) join it; a SIGINT later than the grace period
  * means the operator insists, and the process exits at once.
  */
-import type { EngineHandle } from '../engine/types.ts'
-import type { Heartbeat } from '../registry/heartbeat.ts'
-import type { NodeServer } from './http.ts'
-import type { Logger } from './json-log.ts'
-import type { NodeState } from './node-state.ts'
+import type { EngineHandle } from './engine/types.ts'
+import type { Heartbeat } from './registry/heartbeat.ts'
+import type { NodeServer } from './server/http.ts'
+import type { Logger } from './server/json-log.ts'
+import type { NodeState } from './server/node-state.ts'
 
 export interface DrainDeps {
   state: NodeState

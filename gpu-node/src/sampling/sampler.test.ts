@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { argmax, SequenceSampler, topIndices, uniform } from './sampler.ts'
-import { GREEDY, type SamplingParams } from './types.ts'
+import { GREEDY, type SamplingParams } from '../../../shared/src/generation.ts'
 
 const params = (over: Partial<SamplingParams>): SamplingParams => ({ ...GREEDY, ...over })
 const logits = (...v: number[]) => Float32Array.from(v)

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { decoderInputNames, decoderOutputNames } from './decoder-io.ts'
 import { generateModel } from './generate-model.ts'
 import type { PresetName } from './presets.ts'
-import { argmax, DecoderHarness, maxAbsDiff, std, type KvCache } from './test-harness.ts'
+import { argmax, DecoderHarness, maxAbsDiff, std, type KvCache } from '../../test/support/decoder-harness.ts'
 
 const TOLERANCE = 1e-4
 /** Left-padding pads: attention_mask 0 and position_ids 1 (see FACTS.md). */

@@ -1,4 +1,4 @@
-import type { ModelInfo, ModelRunner, StepPlan, StepResult } from '../model/runner.ts'
+import type { ModelInfo, ModelRunner, StepPlan, StepResult } from '../../src/model/runner.ts'
 
 /**
  * A ModelRunner test double for scheduler and engine tests (the other side of the model

@@ -1,5 +1,5 @@
 /**
- * npx tsx gpu-node/src/model/generate/cli.ts --preset <name> [--out DIR] [--seed N] [--kv-cache concat|slots]
+ * npx tsx gpu-node/tools/generate-model/cli.ts --preset <name> [--out DIR] [--seed N] [--kv-cache concat|slots]
  * Generates a seeded model directory (default models/<preset>). `--kv-cache concat` makes the
  * Optimum-interface variant of a preset (for A/B probes; see cache-attention-graph.ts). Imports
  * stay light; all work happens in main().

@@ -4,8 +4,8 @@
  * prompt encoder whose tokens are UTF-8 bytes.
  */
 import type { ChatMessage } from '../../../shared/src/generation.ts'
-import type { EngineEvent, EngineHandle, EngineRequest, EngineStats, FinishReason, SubmitResult } from '../engine/types.ts'
-import type { PromptEncoder } from '../model/prompt-encoder.ts'
+import type { EngineEvent, EngineHandle, EngineRequest, EngineStats, FinishReason, SubmitResult } from '../../src/engine/types.ts'
+import type { PromptEncoder } from '../../src/model/prompt-encoder.ts'
 
 export const TEST_MODEL_ID = 'zl-test-model'
 

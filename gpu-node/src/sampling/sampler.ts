@@ -1,4 +1,4 @@
-import type { SamplingParams } from './types.ts'
+import type { SamplingParams } from '../../../shared/src/generation.ts'
 
 /**
  * Per-sequence sampler. It keeps the token counts that penalties need and draws with a

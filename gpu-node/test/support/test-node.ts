@@ -4,13 +4,13 @@
  */
 import http2 from 'node:http2'
 import { signRequest } from '../../../shared/src/signature.ts'
-import { createNodeMetrics, type NodeMetrics } from '../metrics/node-metrics.ts'
-import { createRequestHandler } from './app.ts'
-import { createSignatureCheck } from './edge-signature.ts'
-import { createNodeServer, type NodeServer } from './http.ts'
-import { silentLogger, type Logger } from './json-log.ts'
-import { createNodeState, type NodeState } from './node-state.ts'
-import { byteEncoder, ScriptedEngine } from './test-doubles.ts'
+import { createNodeMetrics, type NodeMetrics } from '../../src/metrics/node-metrics.ts'
+import { createRequestHandler } from '../../src/server/app.ts'
+import { createSignatureCheck } from '../../src/server/edge-signature.ts'
+import { createNodeServer, type NodeServer } from '../../src/server/http.ts'
+import { silentLogger, type Logger } from '../../src/server/json-log.ts'
+import { createNodeState, type NodeState } from '../../src/server/node-state.ts'
+import { byteEncoder, ScriptedEngine } from './scripted-engine.ts'
 
 export const TEST_SECRET = 'test-edge-secret'
 

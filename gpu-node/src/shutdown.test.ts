@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events'
 import { describe, expect, it } from 'vitest'
-import { silentLogger } from './json-log.ts'
+import { silentLogger } from './server/json-log.ts'
 import { createDrain, handleShutdownSignals } from './shutdown.ts'
-import { json, readUntil, startTestNode } from './test-node.ts'
+import { json, readUntil, startTestNode } from '../test/support/test-node.ts'
 
 const chat = (stream: boolean) => JSON.stringify({ model: 'zl-test-model', messages: [{ role: 'user', content: 'hi' }], stream })
 

@@ -1,0 +1,37 @@
+/**
+ * The GPU node's composition root for inference: the model side (runner, tokenizer, prompt
+ * encoder) and the engine that schedules it, built from one config. The model side never
+ * imports the engine; this file is where the two meet.
+ */
+import type { BatchingPolicy } from './engine/batching-policy.ts'
+import { Engine } from './engine/engine.ts'
+import type { EngineLimits, EngineObserver } from './engine/types.ts'
+import { loadModel, type LoadModelOptions } from './model/load-model.ts'
+import type { PromptEncoder } from './model/prompt-encoder.ts'
+import type { ModelInfo } from './model/runner.ts'
+
+export interface ComposeEngineOptions extends Omit<LoadModelOptions, 'kvBudgetBytes'> {
+  limits: EngineLimits
+  observer?: EngineObserver
+  /** Benchmarks only: the static-batching baseline. */
+  policy?: BatchingPolicy
+}
+
+export interface ComposedEngine {
+  encoder: PromptEncoder
+  engine: Engine
+  info: ModelInfo
+}
+
+export async function composeEngine(opts: ComposeEngineOptions): Promise<ComposedEngine> {
+  const { limits, observer, policy, ...model } = opts
+  const { runner, tokenizer, encoder } = await loadModel({ ...model, kvBudgetBytes: limits.kvBudgetBytes })
+  const engine = new Engine({
+    runner,
+    decoder: tokenizer,
+    limits,
+    ...(observer ? { observer } : {}),
+    ...(policy ? { policy } : {}),
+  })
+  return { encoder, engine, info: runner.info }
+}
