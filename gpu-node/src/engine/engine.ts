@@ -1,11 +1,10 @@
-import { performance } from 'node:perf_hooks'
-import type { ModelRunner, StepResult } from '../model/runner.ts'
+import type { ModelRunner, StepPlan, StepResult } from '../model/runner.ts'
 import type { TokenDecoder } from './detokenizer.ts'
 import type { BatchingPolicy } from './batching-policy.ts'
 import { Scheduler } from './scheduler.ts'
 import { Sequence } from './sequence.ts'
-import { ThroughputMeter } from './throughput-meter.ts'
-import type { EngineEvent, EngineHandle, EngineLimits, EngineObserver, EngineRequest, EngineStats, SubmitResult } from './types.ts'
+import { StepMetrics } from './step-metrics.ts'
+import type { EngineEvent, EngineHandle, EngineLimits, EngineObserver, EngineRequest, EngineStats, RequestEvent, SubmitResult } from './types.ts'
 
 export interface EngineOptions {
   runner: ModelRunner
@@ -17,20 +16,23 @@ export interface EngineOptions {
   now?: () => number
 }
 
+/** What the engine keeps per admitted request: its sequence and where its events go. */
+interface Admitted {
+  seq: Sequence
+  onEvent: (event: EngineEvent) => void
+}
+
 /**
  * The one owner of engine state. HTTP code calls submit() and abort(); both are applied
  * between steps by the step loop, which reads top to bottom:
- * apply aborts → schedule → run the model (worker thread) → update sequences → emit events.
+ * apply aborts → schedule → run the model (worker thread) → update (returns events) → emit.
  */
 export class Engine implements EngineHandle {
   private readonly scheduler: Scheduler
-  private readonly byId = new Map<string, Sequence>()
-  /** Request id → stepsStarted when abort() was called. */
-  private readonly pendingAborts = new Map<string, number>()
-  /** Aborted sequences whose KV release is in the next plan: seqId → (id, stepsStarted at abort). */
-  private readonly freeing = new Map<number, { id: string; abortedAt: number }>()
-  private stepsStarted = 0
-  private readonly meter = new ThroughputMeter(5000)
+  private readonly metrics: StepMetrics
+  private readonly admitted = new Map<string, Admitted>()
+  /** Request ids whose abort() is applied before the next step. */
+  private readonly pendingAborts = new Set<string>()
   private readonly now: () => number
   private nextSeqId = 1
   private draining = false
@@ -38,14 +40,10 @@ export class Engine implements EngineHandle {
   private wakeUp: (() => void) | null = null
   private drained: Array<() => void> = []
   private readonly loopDone: Promise<void>
-  /** Rows and tokens resident in the runner's batch KV after the last step. */
-  kvRows = 0
-  kvTokens = 0
-  /** Completed scheduler ticks (tests count steps with it). */
-  steps = 0
 
   constructor(private readonly opts: EngineOptions) {
     this.now = opts.now ?? Date.now
+    this.metrics = new StepMetrics(this.now, opts.observer)
     const kvBytesPerToken = opts.runner.info.kvBytesPerToken
     this.scheduler = new Scheduler(
       { ...opts.limits, kvBytesPerToken },
@@ -58,23 +56,38 @@ export class Engine implements EngineHandle {
     this.loopDone = this.loop()
   }
 
+  /** Rows and tokens resident in the runner's batch KV after the last step. */
+  get kvRows(): number {
+    return this.metrics.kvRows
+  }
+
+  get kvTokens(): number {
+    return this.metrics.kvTokens
+  }
+
+  /** Completed scheduler ticks (tests count steps with it). */
+  get steps(): number {
+    return this.metrics.steps
+  }
+
   submit(req: EngineRequest, onEvent: (event: EngineEvent) => void): SubmitResult {
     if (this.draining || this.closed) return { ok: false, code: 'draining', retryAfterMs: 1000 }
     const eos = this.opts.runner.info.eosTokenIds
     const seqId = this.nextSeqId++
-    const seq = new Sequence(seqId, seqId, req, (e) => this.deliver(req.id, onEvent, e), this.opts.decoder, eos, this.now())
+    const seq = new Sequence(seqId, seqId, req, this.opts.decoder, eos, this.now())
     if (req.deadlineMs !== undefined && this.now() + this.estimateWaitMs() > req.deadlineMs) {
       return { ok: false, code: 'overloaded', retryAfterMs: this.estimateWaitMs() }
     }
     if (!this.scheduler.add(seq)) return { ok: false, code: 'overloaded', retryAfterMs: this.estimateWaitMs() }
-    this.byId.set(req.id, seq)
+    this.admitted.set(req.id, { seq, onEvent })
     this.wake()
     return { ok: true }
   }
 
   abort(id: string): void {
-    if (!this.byId.has(id) || this.pendingAborts.has(id)) return
-    this.pendingAborts.set(id, this.stepsStarted)
+    if (!this.admitted.has(id) || this.pendingAborts.has(id)) return
+    this.pendingAborts.add(id)
+    this.metrics.abortRequested(id)
     this.wake()
   }
 
@@ -85,7 +98,7 @@ export class Engine implements EngineHandle {
       waiting: s.queue.length,
       maxBatch: s.limits.maxBatch,
       kvUsedFrac: Math.min(1, s.kvBytesNextStep() / s.limits.kvBudgetBytes),
-      tokPerSec: this.meter.rate(this.now()),
+      tokPerSec: this.metrics.tokPerSec(),
       draining: this.draining,
     }
   }
@@ -97,7 +110,7 @@ export class Engine implements EngineHandle {
    */
   estimateWaitMs(): number {
     const queue = this.scheduler.queue
-    const rate = this.meter.rate(this.now())
+    const rate = this.metrics.tokPerSec()
     // No recent tokens means no measured rate: guess from the queue position alone.
     if (rate === 0) return 100 * (queue.length + 1)
     let backlogTokens = 0
@@ -108,90 +121,88 @@ export class Engine implements EngineHandle {
 
   drain(): Promise<void> {
     this.draining = true
-    if (this.byId.size === 0) return Promise.resolve()
+    if (this.admitted.size === 0) return Promise.resolve()
     return new Promise((resolve) => this.drained.push(resolve))
   }
 
   async close(): Promise<void> {
     this.closed = true
-    for (const id of this.byId.keys()) this.pendingAborts.set(id, this.stepsStarted)
+    for (const id of this.admitted.keys()) this.abort(id)
     this.wake()
     await this.loopDone
     await this.opts.runner.close()
   }
 
   private async loop(): Promise<void> {
-    while (!this.closed || this.scheduler.hasWork) {
-      this.applyAborts()
+    for (;;) {
+      this.emit(this.applyAborts())
       if (!this.scheduler.hasWork) {
-        if (this.closed) break
-        await new Promise<void>((resolve) => (this.wakeUp = resolve))
+        if (this.closed) return
+        await this.sleep()
         continue
       }
       const plan = this.scheduler.schedule(this.now())
+      this.emit(this.scheduler.takeEvents()) // requests dropped past their deadline
       if (!plan.decode && plan.prefill.length === 0 && plan.release.length === 0) {
-        // Work is queued but the policy holds it (a static batch filling up): look again soon.
-        await new Promise<void>((resolve) => {
-          this.wakeUp = resolve
-          setTimeout(resolve, 5)
-        })
+        await this.sleep(5) // work is queued but the policy holds it (a static batch filling up)
         continue
       }
-      const t0 = performance.now()
-      let result: StepResult
-      this.stepsStarted++
-      try {
-        result = await this.opts.runner.step(plan)
-        this.scheduler.update(plan, result)
-      } catch {
-        // A failed step leaves the batch cache unknown: end every admitted sequence with a
-        // shaped error (their KV is released with them) rather than stream garbage or hang.
-        for (const seq of [...this.byId.values()]) this.scheduler.cancel(seq, 'error', 'internal')
-        continue
-      }
-      const durationMs = performance.now() - t0
-      this.kvRows = result.kvRows
-      this.kvTokens = result.kvTokens
-      this.steps++
-      this.reportFreed(plan.release)
-      this.meter.add(this.now(), result.decoded.tokens.length + result.joined.tokens.length)
-      if (plan.decode || plan.prefill.length > 0) {
-        const prefillTokens = plan.prefill.reduce((n, p) => n + p.tokens.length, 0)
-        this.opts.observer?.onStep?.({ durationMs, decodeRows: result.decoded.seqIds.length, prefillRows: plan.prefill.length, prefillTokens })
-      }
+      this.emit(await this.step(plan))
     }
   }
 
-  private applyAborts(): void {
-    for (const [id, abortedAt] of this.pendingAborts) {
-      const seq = this.byId.get(id)
-      if (!seq) continue
-      if (seq.state !== 'waiting') this.freeing.set(seq.seqId, { id, abortedAt })
-      this.scheduler.cancel(seq, 'abort')
+  /** Runs one plan and applies its result; returns the events of both. */
+  private async step(plan: StepPlan): Promise<RequestEvent[]> {
+    const startedAt = this.metrics.stepStarted()
+    let result: StepResult
+    let events: RequestEvent[]
+    try {
+      result = await this.opts.runner.step(plan)
+      events = this.scheduler.update(plan, result)
+    } catch {
+      // A failed step leaves the batch cache unknown: end every admitted sequence with a
+      // shaped error (their KV is released with them) rather than stream garbage or hang.
+      for (const { seq } of this.admitted.values()) this.scheduler.cancel(seq, 'error', 'internal')
+      return this.scheduler.takeEvents()
+    }
+    this.metrics.stepDone(plan, result, startedAt)
+    return events
+  }
+
+  private applyAborts(): RequestEvent[] {
+    for (const id of this.pendingAborts) {
+      const seq = this.admitted.get(id)?.seq
+      this.metrics.abortApplied(id, seq)
+      if (seq) this.scheduler.cancel(seq, 'abort')
     }
     this.pendingAborts.clear()
+    return this.scheduler.takeEvents()
   }
 
-  private reportFreed(released: number[]): void {
-    for (const seqId of released) {
-      const f = this.freeing.get(seqId)
-      if (!f) continue
-      this.freeing.delete(seqId)
-      this.opts.observer?.onAbortFreed?.(f.id, this.stepsStarted - f.abortedAt)
+  /** Hands each event to its request's consumer; a finish forgets the request. */
+  private emit(events: readonly RequestEvent[]): void {
+    for (const { id, event } of events) {
+      const admitted = this.admitted.get(id)
+      if (!admitted) continue
+      if (event.type === 'finish') {
+        this.admitted.delete(id)
+        if (this.admitted.size === 0) for (const resolve of this.drained.splice(0)) resolve()
+      }
+      try {
+        admitted.onEvent(event)
+      } catch {
+        // A consumer's failure (e.g. a socket that broke while writing) must not stop the engine.
+        this.abort(id)
+      }
     }
   }
 
-  private deliver(id: string, onEvent: (e: EngineEvent) => void, event: EngineEvent): void {
-    if (event.type === 'finish') {
-      this.byId.delete(id)
-      if (this.byId.size === 0) for (const resolve of this.drained.splice(0)) resolve()
-    }
-    try {
-      onEvent(event)
-    } catch {
-      // A consumer's failure (e.g. a socket that broke while writing) must not stop the engine.
-      this.abort(id)
-    }
+  /** Waits for submit()/abort()/close(), or at most `ms`. */
+  private sleep(ms?: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.wakeUp = resolve
+      if (ms !== undefined) setTimeout(resolve, ms)
+    })
   }
 
   private wake(): void {

@@ -3,7 +3,7 @@ import { staticBatching } from './batching-policy.ts'
 import { Scheduler, type SchedulerLimits } from './scheduler.ts'
 import { letterDecoder, ScriptedRunner } from '../../test/support/scripted-runner.ts'
 import { Sequence } from './sequence.ts'
-import { GREEDY, type EngineEvent } from './types.ts'
+import { GREEDY, type EngineEvent, type RequestEvent } from './types.ts'
 
 const BYTES_PER_TOKEN = 8
 
@@ -12,11 +12,18 @@ function limits(over: Partial<SchedulerLimits> = {}): SchedulerLimits {
 }
 
 let nextId = 1
+/** Each test sequence's events by request id, delivered as the engine does from what the scheduler returns. */
+const inbox = new Map<string, EngineEvent[]>()
+function deliver(events: RequestEvent[]): void {
+  for (const { id, event } of events) inbox.get(id)?.push(event)
+}
+
 function seq(promptLen: number, maxTokens: number, priority = 0) {
   const events: EngineEvent[] = []
   const id = nextId++
   const req = { id: `s${id}`, promptTokens: Array.from({ length: promptLen }, (_, i) => 1 + (i % 20)), maxTokens, stop: [], sampling: GREEDY, priority }
-  const s = new Sequence(id, id, req, (e) => events.push(e), letterDecoder, [0], 0)
+  inbox.set(req.id, events)
+  const s = new Sequence(id, id, req, letterDecoder, [0], 0)
   const text = () => events.flatMap((e) => (e.type === 'text' ? [e.text] : [])).join('')
   return { s, events, text }
 }
@@ -33,7 +40,7 @@ async function drive(sched: Scheduler, runner: ScriptedRunner, maxTicks = 10_000
       expect(result.decoded.seqIds).toHaveLength(rowsBefore)
       touched.push(bytes)
     }
-    sched.update(plan, result)
+    deliver(sched.update(plan, result))
   }
   return touched
 }
@@ -44,14 +51,14 @@ describe('Scheduler', () => {
     const runner = new ScriptedRunner()
     const a = seq(2, 20)
     sched.add(a.s)
-    await runner.step(sched.schedule(0)).then((r) => sched.update(runner.plans[0], r))
+    await runner.step(sched.schedule(0)).then((r) => deliver(sched.update(runner.plans[0], r)))
     const b = seq(10, 3)
     sched.add(b.s)
     const plans = []
     for (let i = 0; i < 3; i++) {
       const plan = sched.schedule(0)
       plans.push(plan)
-      sched.update(plan, await runner.step(plan))
+      deliver(sched.update(plan, await runner.step(plan)))
     }
     expect(plans.map((p) => p.prefill.map((x) => x.tokens.length))).toEqual([[4], [4], [2]])
     expect(plans.map((p) => p.prefill.map((x) => x.last))).toEqual([[false], [false], [true]])
@@ -68,7 +75,7 @@ describe('Scheduler', () => {
     // 3 prompts × longest 4 = 12 fits; a fourth would make 16.
     expect(first.prefill.map((p) => p.seqId)).toEqual(short.slice(0, 3).map((x) => x.s.seqId))
     expect(first.prefill.every((p) => p.last && p.start)).toBe(true)
-    sched.update(first, await runner.step(first))
+    deliver(sched.update(first, await runner.step(first)))
     expect(sched.running).toHaveLength(3)
     await drive(sched, runner)
     for (const x of short) expect(x.events.at(-1)).toMatchObject({ type: 'finish', reason: 'length' })
@@ -91,7 +98,7 @@ describe('Scheduler', () => {
     const a = seq(2, 1)
     sched.add(a.s)
     const first = sched.schedule(0)
-    sched.update(first, await runner.step(first))
+    deliver(sched.update(first, await runner.step(first)))
     expect(a.events.at(-1)).toMatchObject({ type: 'finish', reason: 'length' })
     expect(sched.schedule(0).release).toEqual([a.s.seqId])
   })
@@ -116,7 +123,7 @@ describe('Scheduler', () => {
       const plan = sched.schedule(0)
       const result = await runner.step(plan)
       maxRows = Math.max(maxRows, result.kvRows)
-      sched.update(plan, result)
+      deliver(sched.update(plan, result))
     }
     expect(maxRows).toBe(3)
   })
@@ -158,7 +165,7 @@ describe('Scheduler', () => {
     while (sched.hasWork) {
       const plan = sched.schedule(0)
       for (const part of plan.prefill) if (part.start) order.push(part.seqId)
-      sched.update(plan, await runner.step(plan))
+      deliver(sched.update(plan, await runner.step(plan)))
     }
     expect(order).toEqual([high.s.seqId, high2.s.seqId, low.s.seqId])
   })
@@ -171,13 +178,14 @@ describe('Scheduler', () => {
     const waiting = seq(2, 50)
     sched.add(running.s)
     let plan = sched.schedule(0)
-    sched.update(plan, await runner.step(plan))
+    deliver(sched.update(plan, await runner.step(plan)))
     sched.add(prefilling.s)
     sched.add(waiting.s)
     plan = sched.schedule(0)
-    sched.update(plan, await runner.step(plan))
+    deliver(sched.update(plan, await runner.step(plan)))
     expect(sched.prefilling).toEqual([prefilling.s])
     for (const x of [running, prefilling, waiting]) sched.cancel(x.s, 'abort')
+    deliver(sched.takeEvents())
     for (const x of [running, prefilling, waiting]) expect(x.events.at(-1)).toMatchObject({ type: 'finish', reason: 'abort' })
     plan = sched.schedule(0)
     expect(plan.release.sort()).toEqual([running.s.seqId, prefilling.s.seqId].sort())
@@ -199,13 +207,13 @@ describe('Scheduler', () => {
     sched.add(c.s)
     let plan = sched.schedule(0)
     expect(plan.prefill).toHaveLength(3)
-    sched.update(plan, await runner.step(plan))
+    deliver(sched.update(plan, await runner.step(plan)))
     const late = seq(2, 4)
     sched.add(late.s)
     while (sched.running.length > 0) {
       plan = sched.schedule(10)
       expect(plan.prefill).toEqual([])
-      sched.update(plan, await runner.step(plan))
+      deliver(sched.update(plan, await runner.step(plan)))
     }
     // Drained; the late one is alone and starts once it has waited the maximum.
     expect(sched.schedule(500).prefill).toEqual([])

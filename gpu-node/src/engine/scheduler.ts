@@ -1,7 +1,7 @@
 import { continuousBatching, type BatchingPolicy } from './batching-policy.ts'
 import { AdmissionQueue } from './admission-queue.ts'
 import type { Sequence } from './sequence.ts'
-import type { EngineLimits } from './types.ts'
+import type { EngineLimits, RequestEvent } from './types.ts'
 import type { PrefillPart, StepPlan, StepResult } from '../model/runner.ts'
 
 export interface SchedulerLimits extends EngineLimits {
@@ -21,7 +21,8 @@ export interface SchedulerLimits extends EngineLimits {
  *   preempted: its KV is released and it goes back to the queue to be recomputed later
  *   (vLLM's recompute preemption), keeping the tokens it already produced;
  * - a sequence is admitted to prefill only if the batch, with it, still fits the budget.
- * The scheduler holds no model: it returns a StepPlan and applies a StepResult.
+ * The scheduler holds no model and calls no consumer: it returns a StepPlan, applies a
+ * StepResult, and returns the events both produced (text, finish) as plain data.
  */
 export class Scheduler {
   readonly queue: AdmissionQueue<Sequence>
@@ -30,6 +31,8 @@ export class Scheduler {
   /** Sequences whose prompt is being prefilled: one long prompt across ticks, or a group within one tick. */
   prefilling: Sequence[] = []
   private releases: number[] = []
+  /** Events produced since the engine last took them (cancels, deadline drops, step updates). */
+  private outbox: RequestEvent[] = []
   private readonly bySeqId = new Map<number, Sequence>()
 
   constructor(
@@ -61,13 +64,20 @@ export class Scheduler {
     return this.running.length * (this.longestRunning() + 1) * this.limits.kvBytesPerToken
   }
 
-  /** Ends a request wherever it is (abort, deadline): emits its finish and frees its KV at the next step. */
+  /** Ends a request wherever it is (abort, deadline): queues its finish and frees its KV at the next step. */
   cancel(seq: Sequence, reason: 'abort' | 'error', errorCode?: string): void {
     if (seq.state === 'finished') return
     if (seq.state === 'waiting') this.queue.remove(seq)
     else this.evict(seq)
-    seq.finish(reason, undefined, errorCode)
+    seq.finish(this.outbox, reason, undefined, errorCode)
     this.bySeqId.delete(seq.seqId)
+  }
+
+  /** The events produced since the last call, in order. */
+  takeEvents(): RequestEvent[] {
+    const events = this.outbox
+    this.outbox = []
+    return events
   }
 
   schedule(nowMs: number): StepPlan {
@@ -78,13 +88,16 @@ export class Scheduler {
     return plan
   }
 
-  /** Applies the runner's sampled tokens: emits text, finishes sequences, moves prefilled ones into the batch. */
-  update(plan: StepPlan, result: StepResult): void {
+  /**
+   * Applies the runner's sampled tokens: finishes sequences, moves prefilled ones into the batch,
+   * and returns the resulting events (with any queued since the last takeEvents()).
+   */
+  update(plan: StepPlan, result: StepResult): RequestEvent[] {
     const { seqIds, tokens } = result.decoded
     for (let i = 0; i < seqIds.length; i++) {
       const seq = this.bySeqId.get(seqIds[i])
       // A sequence cancelled while this step ran is already released; its token is dropped.
-      if (seq && seq.state === 'running' && seq.append(tokens[i])) this.retire(seq)
+      if (seq && seq.state === 'running' && seq.append(tokens[i], this.outbox)) this.retire(seq)
     }
     const joined = new Set(result.joined.seqIds)
     for (const part of plan.prefill) {
@@ -101,8 +114,9 @@ export class Scheduler {
       this.prefilling.splice(this.prefilling.indexOf(seq), 1)
       seq.state = 'running'
       this.running.push(seq)
-      if (seq.append(result.joined.tokens[i])) this.retire(seq)
+      if (seq.append(result.joined.tokens[i], this.outbox)) this.retire(seq)
     }
+    return this.takeEvents()
   }
 
   private prefillPart(seq: Sequence): PrefillPart {

@@ -1,13 +1,14 @@
 import { IncrementalDetokenizer, type TokenDecoder } from './detokenizer.ts'
 import { StopChecker } from './stop-checker.ts'
-import type { EngineEvent, EngineRequest, FinishReason } from './types.ts'
+import type { EngineRequest, FinishReason, RequestEvent } from './types.ts'
 
 /** A request's life, in order. */
 export type SequenceState = 'waiting' | 'prefilling' | 'running' | 'finished'
 
 /**
  * One request inside the engine: its tokens, where it is, and the text pipeline that turns
- * sampled tokens into events (detokenizer → stop checker → onEvent). Owned by the scheduler.
+ * sampled tokens into events (detokenizer → stop checker → the caller's outbox). Owned by the
+ * scheduler; it calls nobody, so the engine decides when events reach their consumers.
  */
 export class Sequence {
   state: SequenceState = 'waiting'
@@ -25,7 +26,6 @@ export class Sequence {
     readonly seqId: number,
     readonly arrivalSeq: number,
     readonly req: EngineRequest,
-    private readonly onEvent: (e: EngineEvent) => void,
     decoder: TokenDecoder,
     eosTokenIds: readonly number[],
     nowMs: number,
@@ -46,32 +46,32 @@ export class Sequence {
     return this.tokens.length - this.promptLen
   }
 
-  /** Appends a sampled token and emits text; returns true when the sequence finished. */
-  append(token: number): boolean {
-    if (this.eos.has(token)) return this.finish('stop')
+  /** Appends a sampled token, its text event (if any) to `out`; returns true when the sequence finished. */
+  append(token: number, out: RequestEvent[]): boolean {
+    if (this.eos.has(token)) return this.finish(out, 'stop')
     this.tokens.push(token)
     const { emit, stopped } = this.stopper.push(this.detok.push(token))
-    if (emit) this.onEvent({ type: 'text', text: emit, completionTokens: this.generated })
-    if (stopped !== undefined) return this.finish('stop_sequence', stopped)
-    if (this.generated >= this.req.maxTokens) return this.finish('length')
+    if (emit) out.push({ id: this.req.id, event: { type: 'text', text: emit, completionTokens: this.generated } })
+    if (stopped !== undefined) return this.finish(out, 'stop_sequence', stopped)
+    if (this.generated >= this.req.maxTokens) return this.finish(out, 'length')
     return false
   }
 
-  /** Ends the sequence once: flushes held text (unless a stop string cut it) and emits `finish`. */
-  finish(reason: FinishReason, stopSequence?: string, errorCode?: string): true {
+  /** Ends the sequence once: flushes held text (unless a stop string cut it) and adds `finish` to `out`. */
+  finish(out: RequestEvent[], reason: FinishReason, stopSequence?: string, errorCode?: string): true {
     if (this.state === 'finished') return true
     this.state = 'finished'
     if (reason === 'stop' || reason === 'length') {
       const rest = this.stopper.push(this.detok.flush()).emit + this.stopper.flush()
-      if (rest) this.onEvent({ type: 'text', text: rest, completionTokens: this.generated })
+      if (rest) out.push({ id: this.req.id, event: { type: 'text', text: rest, completionTokens: this.generated } })
     }
-    this.onEvent({
+    out.push({ id: this.req.id, event: {
       type: 'finish',
       reason,
       usage: { promptTokens: this.promptLen, completionTokens: this.generated },
       ...(stopSequence !== undefined ? { stopSequence } : {}),
       ...(errorCode ? { error: { code: errorCode } } : {}),
-    })
+    } })
     return true
   }
 }

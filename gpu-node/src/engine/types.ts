@@ -45,6 +45,12 @@ export type EngineEvent =
   | { type: 'text'; text: string; completionTokens: number }
   | { type: 'finish'; reason: FinishReason; usage: Usage; stopSequence?: string; error?: { code: string } }
 
+/** An event and the request it belongs to, as the scheduler returns them for the engine to deliver. */
+export interface RequestEvent {
+  id: string
+  event: EngineEvent
+}
+
 /** Live numbers for /metrics, heartbeats and overload answers. */
 export interface EngineStats {
   running: number

@@ -1,0 +1,75 @@
+import { performance } from 'node:perf_hooks'
+import type { StepPlan, StepResult } from '../model/runner.ts'
+import type { Sequence } from './sequence.ts'
+import { ThroughputMeter } from './throughput-meter.ts'
+import type { EngineObserver } from './types.ts'
+
+/**
+ * Everything the engine measures about its steps, in one place so the step loop stays plain:
+ * model time and rows (the observer's onStep), the token rate behind stats() and wait
+ * estimates, the batch KV left resident, and how many steps an abort took to free its KV.
+ */
+export class StepMetrics {
+  /** Rows and tokens resident in the runner's batch KV after the last step. */
+  kvRows = 0
+  kvTokens = 0
+  /** Completed steps (tests count steps with it). */
+  steps = 0
+  private started = 0
+  private readonly meter = new ThroughputMeter(5000)
+  /** Request id → steps started when abort() was called. */
+  private readonly abortedAt = new Map<string, number>()
+  /** Aborted sequences whose KV release rides on a coming plan: seqId → (id, steps started at abort). */
+  private readonly freeing = new Map<number, { id: string; abortedAt: number }>()
+
+  constructor(
+    private readonly now: () => number,
+    private readonly observer: EngineObserver | undefined,
+  ) {}
+
+  /** Generated tokens per second over the last few seconds. */
+  tokPerSec(): number {
+    return this.meter.rate(this.now())
+  }
+
+  /** abort(id) was called; the first call counts. */
+  abortRequested(id: string): void {
+    if (!this.abortedAt.has(id)) this.abortedAt.set(id, this.started)
+  }
+
+  /**
+   * The abort of `id` is being applied to `seq` (undefined: it finished first). If the sequence
+   * holds KV, its release is reported when a step carries it.
+   */
+  abortApplied(id: string, seq: Sequence | undefined): void {
+    const abortedAt = this.abortedAt.get(id)
+    this.abortedAt.delete(id)
+    if (seq && abortedAt !== undefined && seq.state !== 'waiting') this.freeing.set(seq.seqId, { id, abortedAt })
+  }
+
+  /** A step is about to run; returns its start time for stepDone. */
+  stepStarted(): number {
+    this.started++
+    return performance.now()
+  }
+
+  stepDone(plan: StepPlan, result: StepResult, startedAt: number): void {
+    const durationMs = performance.now() - startedAt
+    this.kvRows = result.kvRows
+    this.kvTokens = result.kvTokens
+    this.steps++
+    for (const seqId of plan.release) this.reportFreed(seqId)
+    this.meter.add(this.now(), result.decoded.tokens.length + result.joined.tokens.length)
+    if (plan.decode || plan.prefill.length > 0) {
+      const prefillTokens = plan.prefill.reduce((n, p) => n + p.tokens.length, 0)
+      this.observer?.onStep?.({ durationMs, decodeRows: result.decoded.seqIds.length, prefillRows: plan.prefill.length, prefillTokens })
+    }
+  }
+
+  private reportFreed(seqId: number): void {
+    const f = this.freeing.get(seqId)
+    if (!f) return
+    this.freeing.delete(seqId)
+    this.observer?.onAbortFreed?.(f.id, this.started - f.abortedAt)
+  }
+}
