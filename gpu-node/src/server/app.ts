@@ -4,6 +4,7 @@
  * and writes one log line per generate request when its response closes.
  */
 import http2, { Http2ServerRequest } from 'node:http2'
+import { clipText } from '../../../shared/src/clip-text.ts'
 import { ApiError, toApiError } from '../../../shared/src/api-error.ts'
 import { dialectForPath, errorDialectForPath } from '../../../shared/src/dialects/index.ts'
 import type { EngineHandle } from '../engine/types.ts'
@@ -60,7 +61,7 @@ async function routeInfo(req: ServerRequest, res: ServerResponse, ctx: RequestCo
       return sendMetrics(req, res, deps.metrics)
   }
   const known = dialectForPath(ctx.path) !== undefined || ['/v1/models', '/healthz', '/readyz', '/metrics'].includes(ctx.path)
-  const message = known ? `Method ${req.method} is not allowed on ${ctx.path}.` : `Unknown route: ${req.method} ${truncate(ctx.path, 200)}.`
+  const message = known ? `Method ${req.method} is not allowed on ${ctx.path}.` : `Unknown route: ${req.method} ${clipText(ctx.path)}.`
   throw new ApiError(known ? 'invalid_request' : 'not_found', message)
 }
 
@@ -97,8 +98,4 @@ function fail(ctx: RequestContext, e: unknown, deps: AppDeps): void {
 function describe(cause: unknown): string {
   if (cause instanceof Error) return `${cause.name}: ${cause.message}`.slice(0, 500)
   return typeof cause
-}
-
-function truncate(s: string, max: number): string {
-  return s.length <= max ? s : `${s.slice(0, max)}…`
 }

@@ -4,6 +4,7 @@
  * The engine is only submitted to and aborted; everything it says comes back as events.
  */
 import { randomUUID } from 'node:crypto'
+import { clipText } from '../../../shared/src/clip-text.ts'
 import { ApiError, API_ERROR_CODES, type ApiErrorCode } from '../../../shared/src/api-error.ts'
 import type { DialectCodec, ResponseMeta } from '../../../shared/src/dialects/index.ts'
 import { isCompletedReason } from '../../../shared/src/finish-reason.ts'
@@ -65,7 +66,7 @@ function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, j
   const gen = codec.parse(json)
   const { encoder } = deps
   if (gen.model !== encoder.modelId) {
-    throw new ApiError('model_not_found', `The model '${truncate(gen.model, 200)}' does not exist on this node; it serves '${encoder.modelId}'.`, { param: 'model' })
+    throw new ApiError('model_not_found', `The model '${clipText(gen.model)}' does not exist on this node; it serves '${encoder.modelId}'.`, { param: 'model' })
   }
   const promptTokens = gen.input.kind === 'chat' ? encoder.encodeChat(gen.input.messages) : encoder.encodeText(gen.input.prompt)
   ctx.outcome.promptTokens = promptTokens.length
@@ -202,8 +203,4 @@ function drainingError(retryAfterMs = DRAINING_RETRY_AFTER_MS): ApiError {
 
 function engineId(requestId: string, inFlight: ReadonlySet<string>): string {
   return inFlight.has(requestId) ? `${requestId}~${randomUUID()}` : requestId
-}
-
-function truncate(s: string, max: number): string {
-  return s.length <= max ? s : `${s.slice(0, max)}…`
 }
