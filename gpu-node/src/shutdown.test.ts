@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events'
 import { describe, expect, it } from 'vitest'
 import { silentLogger } from './server/json-log.ts'
 import { createDrain, handleShutdownSignals } from './shutdown.ts'
-import { json, readUntil, startTestNode } from '../test/support/test-node.ts'
+import { json, readRest, readUntil, startTestNode } from '../test/support/test-node.ts'
 
 const chat = (stream: boolean) => JSON.stringify({ model: 'zl-test-model', messages: [{ role: 'user', content: 'hi' }], stream })
 
@@ -33,12 +33,7 @@ describe('drain', () => {
     expect(beats).toEqual([true])
 
     release()
-    let rest = ''
-    for (;;) {
-      const { value, done } = await reader.read()
-      if (done) break
-      rest += new TextDecoder().decode(value)
-    }
+    const rest = await readRest(reader)
     expect(opening + rest).toContain('still')
     expect(rest.trimEnd().endsWith('data: [DONE]')).toBe(true)
     await drained

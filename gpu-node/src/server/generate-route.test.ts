@@ -1,7 +1,7 @@
 import http from 'node:http'
 import type { LogFields } from './json-log.ts'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { edgeHeaders, h2Connect, json, readUntil, startTestNode, type TestNode } from '../../test/support/test-node.ts'
+import { edgeHeaders, h2Connect, json, readRest, readUntil, startTestNode, type TestNode } from '../../test/support/test-node.ts'
 
 const MODEL = 'zl-test-model'
 const chat = (extra: object = {}) => JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], ...extra })
@@ -214,12 +214,7 @@ describe('generate routes (unsigned, direct use)', () => {
     const { text, reader } = await readUntil(res.body!, (t) => t.includes(': keep-alive\n\n'))
     expect(text).toContain(': keep-alive')
     release()
-    let rest = ''
-    for (;;) {
-      const { value, done } = await reader.read()
-      if (done) break
-      rest += new TextDecoder().decode(value)
-    }
+    const rest = await readRest(reader)
     expect(rest).toContain('late')
     expect(rest.trimEnd().endsWith('data: [DONE]')).toBe(true)
   })

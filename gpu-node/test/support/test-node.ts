@@ -108,6 +108,17 @@ export async function readUntil(body: ReadableStream<Uint8Array>, done: (text: s
   return { text, reader }
 }
 
+/** The rest of a stream that readUntil() started, to its end. */
+export async function readRest(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<string> {
+  const decoder = new TextDecoder()
+  let rest = ''
+  for (;;) {
+    const { value, done } = await reader.read()
+    if (done) return rest + decoder.decode()
+    rest += decoder.decode(value, { stream: true })
+  }
+}
+
 /** A response body as loosely typed JSON: tests assert on its shape. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function json(res: Response): Promise<any> {
