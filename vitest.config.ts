@@ -28,7 +28,7 @@ export default defineConfig({
         // Options are resolved after this project's globalSetup, so `inject` sees what it provided.
         plugins: [
           cloudflareTest(({ inject }) => ({
-            main: './edge/src/worker.ts',
+            main: './edge/src/entries/worker.ts',
             wrangler: { configPath: './wrangler.toml' },
             miniflare: {
               bindings: {

@@ -143,10 +143,10 @@ export interface EdgeProc {
   stop(): Promise<void>
 }
 
-/** The Node edge (edge/src/node.ts) with the given edge environment. */
+/** The Node edge (edge/src/entries/node.ts) with the given edge environment. */
 export async function startNodeEdge(env: Record<string, string>, opts: { cpus?: string; nodeArgs?: string[] } = {}): Promise<EdgeProc> {
   const port = await freePort()
-  const proc = spawnProc('node-edge', process.execPath, [...(opts.nodeArgs ?? []), ...TSX, 'edge/src/node.ts'], {
+  const proc = spawnProc('node-edge', process.execPath, [...(opts.nodeArgs ?? []), ...TSX, 'edge/src/entries/node.ts'], {
     env: { ...env, HOST: '127.0.0.1', PORT: String(port) },
     ...(opts.cpus ? { cpus: opts.cpus } : {}),
   })

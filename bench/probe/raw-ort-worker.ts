@@ -1,6 +1,6 @@
 /**
  * Bench-only worker thread: bare ONNX Runtime decode steps, the reference for the engine's
- * overhead (bench/scenarios/engine.ts). It runs where the engine's runner runs its session — in a
+ * overhead (bench/scenarios/engine-overhead.ts). It runs where the engine's runner runs its session — in a
  * worker thread of the same process — with the same session options, so the comparison is
  * engine vs. session.run and nothing else. Each request: batch `rows`, past width `w0` (zero-filled
  * KV: decode cost does not depend on the values), `steps` decode steps; answers each step's time.

@@ -8,12 +8,12 @@ import type { Dialect, GenerateRequest } from '../../shared/src/generation.ts'
 import type { TraceContext } from '../../shared/src/trace-context.ts'
 import type { EdgeConfig } from './config.ts'
 import type { KeyStore, Principal } from './keys/key-store.ts'
-import type { Forwarded, LogLine } from './latency/observe-request.ts'
 import type { LatencyRecorder } from './latency/latency-recorder.ts'
 import type { LatencyReader } from './latency/redis-latency-store.ts'
 import type { DashboardAssets } from './dashboard/dashboard-assets.ts'
 import type { LimitDecision, RateLimiter } from './limits/rate-limiter.ts'
 import type { UpstreamFetch } from './proxy/forward.ts'
+import type { BodyOutcome } from './proxy/pass-through.ts'
 import type { NodeRegistry } from './routing/node-registry.ts'
 
 export interface EdgeDeps {
@@ -39,11 +39,22 @@ export interface EdgeDeps {
   digest?: Digest
 }
 
+/** One structured log line per request (latency/observe-request.ts builds it; each entry picks where it goes). */
+export type LogLine = (line: Record<string, unknown>) => void
+
 /** The validated generate request and the exact bytes that are forwarded. */
 export interface GenerateInput {
   codec: DialectCodec
   gen: GenerateRequest
   body: Uint8Array
+}
+
+/** What routes/generate.ts knows once a node answered; latency/observe-request.ts records it. */
+export interface Forwarded {
+  nodeRegion: string
+  failovers: number
+  /** Settles when the body ends, breaks or the client leaves. */
+  finished: Promise<BodyOutcome>
 }
 
 export interface RateLimitState {

@@ -127,7 +127,7 @@ function nodeEdgeSpec(opts: StackOptions): ServiceSpec {
   return {
     name: 'edge',
     command: process.execPath,
-    args: [...TSX, 'edge/src/node.ts'],
+    args: [...TSX, 'edge/src/entries/node.ts'],
     env: { ...edgeEnv(opts), HOST: LOCAL.host, PORT: String(edge) },
     ready: () => httpAnswers(`http://${LOCAL.host}:${edge}/healthz`),
     critical: true,

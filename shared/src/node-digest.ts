@@ -1,7 +1,7 @@
 /**
  * `Digest` with node:crypto, synchronous: no thread-pool job, promise or buffer transfer per call
  * (what `crypto.subtle` costs in Node). For Node entries only — the edge's Node entry
- * (edge/src/node-server.ts) and the GPU node; a Workers bundle must not import this file.
+ * (edge/src/entries/node-server.ts) and the GPU node; a Workers bundle must not import this file.
  */
 // shared/tsconfig.json (no Node types, so shared code cannot touch Node globals) excludes this
 // one Node-only file; the root and edge tsconfigs check it with Node's types.

@@ -12,20 +12,10 @@
  */
 import type { Context, MiddlewareHandler } from 'hono'
 import { formatTraceparent } from '../../../shared/src/trace-context.ts'
-import type { AppEnv } from '../app-env.ts'
+import type { AppEnv, Forwarded, LogLine } from '../app-env.ts'
 import type { BodyOutcome } from '../proxy/pass-through.ts'
 import type { LatencyRecorder, LatencySample } from './latency-recorder.ts'
 import { toOutcome } from './outcome.ts'
-
-/** What generate.ts knows once a node answered (context variable `forwarded`). */
-export interface Forwarded {
-  nodeRegion: string
-  failovers: number
-  /** Settles when the body ends, breaks or the client leaves. */
-  finished: Promise<BodyOutcome>
-}
-
-export type LogLine = (line: Record<string, unknown>) => void
 
 export interface ObserveOptions {
   recorder?: LatencyRecorder

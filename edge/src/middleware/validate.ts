@@ -9,7 +9,7 @@ import { ApiError } from '../../../shared/src/api-error.ts'
 import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
 import { parseJsonBody } from '../../../shared/src/json-body.ts'
 import type { AppEnv } from '../app-env.ts'
-import { isServing, type RoutableNode } from '../routing/pick-node.ts'
+import { isServing, servesModel, type RoutableNode } from '../routing/pick-node.ts'
 import type { NodeRegistry } from '../routing/node-registry.ts'
 import { mayUseModel } from './auth.ts'
 import { readBodyLimited } from './body-limit.ts'
@@ -33,7 +33,7 @@ export function validateGenerate(codec: DialectCodec, maxBodyBytes: number, regi
  * no models (it may serve anything).
  */
 export function isKnownModel(nodes: readonly RoutableNode[], model: string, nowMs: number): boolean {
-  return nodes.some((n) => isServing(n, nowMs) && (n.models === undefined || n.models.includes(model)))
+  return nodes.some((n) => isServing(n, nowMs) && servesModel(n, model))
 }
 
 /** The union of models served by usable nodes (for /v1/models). */

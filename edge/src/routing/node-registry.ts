@@ -52,7 +52,7 @@ export interface NodeRegistryOptions {
   /**
    * Requests that must wait for a table share one load (a long-lived process: the Node entry).
    * Off on Workers, where a promise started by one request's I/O context cannot be relied on from
-   * another (single-flight.ts): each waiting request loads for itself.
+   * another (redis/single-flight.ts): each waiting request loads for itself.
    */
   coalesce?: boolean
 }

@@ -64,6 +64,7 @@ export function isServing(node: RoutableNode, nowMs: number): boolean {
   return node.ts === undefined || nowMs - node.ts < FRESH_MS
 }
 
+/** Whether the node lists the model; a static node without `models` may serve any. */
 export function servesModel(node: RoutableNode, model: string): boolean {
   return node.models === undefined || node.models.includes(model)
 }

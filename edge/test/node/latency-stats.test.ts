@@ -13,7 +13,7 @@ import { parseEdgeConfig } from '../../src/config.ts'
 import type { LatencyStats } from '../../src/dashboard/latency-stats.ts'
 import type { LatencyRecorder, LatencySample } from '../../src/latency/latency-recorder.ts'
 import { createRedisLatencyRecorder } from '../../src/latency/redis-latency-store.ts'
-import { startNodeEdge, type NodeEdge } from '../../src/node-server.ts'
+import { startNodeEdge, type NodeEdge } from '../../src/entries/node-server.ts'
 import { REGIONS, startFleet, type Fleet } from '../support/stand-in-fleet.ts'
 
 const SECRET = 'zl-test-edge-secret-0123456789'

@@ -13,7 +13,7 @@ import { makeSelfSignedCert, type TestCert } from '../../../test/support/self-si
 import { startLocalUpstash, type LocalUpstash } from '../../../infra/local/local-upstash.ts'
 import { apiKeyRedisKey, generateApiKey, hashApiKey, toApiKeyFields } from '../../../shared/src/api-key.ts'
 import { parseEdgeConfig, type EdgeConfig } from '../../src/config.ts'
-import { CLIENT_KEEP_ALIVE_MS, startNodeEdge, type NodeEdge } from '../../src/node-server.ts'
+import { CLIENT_KEEP_ALIVE_MS, startNodeEdge, type NodeEdge } from '../../src/entries/node-server.ts'
 import { startFleet, type Fleet } from '../support/stand-in-fleet.ts'
 import { FIREHOSE_FRAME_PAYLOAD, FIREHOSE_FRAMES, FIREHOSE_JSON_TEXT, FLOOD_FRAMES, type Mode, type Received } from '../support/stand-in-node.ts'
 

@@ -8,7 +8,7 @@ import { env } from 'cloudflare:workers'
 import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
 import { apiKeyRedisKey, generateApiKey, hashApiKey, toApiKeyFields } from '../../../shared/src/api-key.ts'
 import { createApp, type EdgeDeps } from '../../src/app.ts'
-import { createWorkerDeps, type Env } from '../../src/worker.ts'
+import { createWorkerDeps, type Env } from '../../src/entries/worker.ts'
 import type { Mode, Received } from '../support/stand-in-node.ts'
 
 export type TestEnv = Env & { TEST_CONTROL_URL: string; TEST_DEAD_URL: string; ADMIN_TOKEN: string; EDGE_SHARED_SECRET: string }

@@ -12,7 +12,7 @@ import type { LatencyStats } from '../../src/dashboard/latency-stats.ts'
 import type { AnalyticsEngineDataset } from '../../src/latency/analytics-engine-recorder.ts'
 import { bucketOf, latencyKey, parseField } from '../../src/latency/latency-keys.ts'
 import type { LatencyRecorder, LatencySample } from '../../src/latency/latency-recorder.ts'
-import { createWorkerDeps, type Env } from '../../src/worker.ts'
+import { createWorkerDeps, type Env } from '../../src/entries/worker.ts'
 import { chatBody, edgeRequest, REGION_COORDS, script, testEnv, testRedis, uniqueRequestId } from './harness.ts'
 
 /** A key of its own tenant, so this test's histogram hashes hold only its own requests. */

@@ -5,7 +5,7 @@
  */
 import { SELF } from 'cloudflare:test'
 import { describe, expect, it } from 'vitest'
-import { createWorkerDeps } from '../../src/worker.ts'
+import { createWorkerDeps } from '../../src/entries/worker.ts'
 import { appWith, chatBody, createKey, edgeRequest, messagesBody, script, testEnv, uniqueRequestId } from './harness.ts'
 
 describe('requests per minute', () => {

@@ -44,7 +44,7 @@ export interface TestStack {
   nodePid(region: string): number | undefined
   metrics(region: string): Promise<Metrics>
   /**
-   * Another edge beside the stack's: the Node entry (`npm run edge:node`, edge/src/node.ts) as a
+   * Another edge beside the stack's: the Node entry (`npm run edge:node`, edge/src/entries/node.ts) as a
    * supervised child process with this stack's edge variables plus `vars`, on a free port; it has
    * its own caches and mark-downs. Resolves with its URL once /healthz answers; stopped with the stack.
    */
@@ -136,7 +136,7 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
       await running.supervisor.start({
         name,
         command: process.execPath,
-        args: ['--import', 'tsx', 'edge/src/node.ts'],
+        args: ['--import', 'tsx', 'edge/src/entries/node.ts'],
         env: { ...edgeEnv(opts), ...vars, HOST: LOCAL.host, PORT: String(port) },
         ready: async () => {
           const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2000) })

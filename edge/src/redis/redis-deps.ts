@@ -3,15 +3,15 @@
  * registry, latency recorder and reader. Only the REST client class differs (Workers vs Node),
  * so each entry passes a factory; everything else is wired once, here.
  */
-import type { EdgeDeps } from './app.ts'
-import type { EdgeConfig } from './config.ts'
-import { createRedisKeyStore, type KeyRedis, type KeyStore } from './keys/key-store.ts'
-import { createBatchingLatencyRecorder, type BatchingOptions } from './latency/batching-recorder.ts'
-import { createRedisLatencyReader, createRedisLatencyRecorder, LATENCY_READ_TIMEOUT_MS, LATENCY_WRITE_TIMEOUT_MS, type LatencyRedis } from './latency/redis-latency-store.ts'
-import { withFailurePolicy } from './limits/rate-limiter.ts'
-import { createLeasedLimitStore, DEFAULT_LEASE } from './limits/leased-limit-store.ts'
-import { createUpstashLimitStore, type UpstashRedis } from './limits/upstash-limit-store.ts'
-import { createNodeRegistry, REGISTRY_TIMEOUT_MS, type RegistryRedis } from './routing/node-registry.ts'
+import type { EdgeDeps } from '../app-env.ts'
+import type { EdgeConfig } from '../config.ts'
+import { createRedisKeyStore, type KeyRedis, type KeyStore } from '../keys/key-store.ts'
+import { createBatchingLatencyRecorder, type BatchingOptions } from '../latency/batching-recorder.ts'
+import { createRedisLatencyReader, createRedisLatencyRecorder, LATENCY_READ_TIMEOUT_MS, LATENCY_WRITE_TIMEOUT_MS, type LatencyRedis } from '../latency/redis-latency-store.ts'
+import { withFailurePolicy } from '../limits/rate-limiter.ts'
+import { createLeasedLimitStore, DEFAULT_LEASE } from '../limits/leased-limit-store.ts'
+import { createUpstashLimitStore, type UpstashRedis } from '../limits/upstash-limit-store.ts'
+import { createNodeRegistry, REGISTRY_TIMEOUT_MS, type RegistryRedis } from '../routing/node-registry.ts'
 import { singleFlight } from './single-flight.ts'
 
 /** Longest a key lookup may take before the request is answered 503 (a cached key needs none). */

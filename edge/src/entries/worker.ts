@@ -6,12 +6,12 @@
  */
 import { Redis } from '@upstash/redis/cloudflare'
 import type { ExecutionContext, ExportedHandler, Response as WorkersResponse } from '@cloudflare/workers-types/index.ts'
-import { createApp, type EdgeDeps } from './app.ts'
-import { parseEdgeConfig } from './config.ts'
-import { BUNDLED_DASHBOARD_ASSETS } from './dashboard/bundled-assets.ts'
-import { createAnalyticsEngineRecorder, type AnalyticsEngineDataset } from './latency/analytics-engine-recorder.ts'
-import { combineRecorders } from './latency/latency-recorder.ts'
-import { createRedisBackedDeps, redisClientOptions } from './redis-deps.ts'
+import { createApp, type EdgeDeps } from '../app.ts'
+import { parseEdgeConfig } from '../config.ts'
+import { BUNDLED_DASHBOARD_ASSETS } from '../dashboard/bundled-assets.ts'
+import { createAnalyticsEngineRecorder, type AnalyticsEngineDataset } from '../latency/analytics-engine-recorder.ts'
+import { combineRecorders } from '../latency/latency-recorder.ts'
+import { createRedisBackedDeps, redisClientOptions } from '../redis/redis-deps.ts'
 
 /** Bindings: [vars] in wrangler.toml, secrets via `wrangler secret put`, `.dev.vars` locally. */
 export interface Env {

@@ -2,7 +2,7 @@
  * `npm run edge:node`: the self-hosted edge in the foreground, configured by env (DESIGN.md §3:
  * the edge variables plus HOST, PORT (8788), TLS_CERT, TLS_KEY). SIGINT/SIGTERM close it.
  */
-import { parseEdgeConfig, parseNodeServerConfig } from './config.ts'
+import { parseEdgeConfig, parseNodeServerConfig } from '../config.ts'
 import { startNodeEdge } from './node-server.ts'
 
 async function main(): Promise<void> {

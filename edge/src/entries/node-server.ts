@@ -6,7 +6,7 @@
  * (@hono/node-server), which forward.ts turns into an aborted upstream request.
  * Per-request CPU: hashing and signing use node:crypto synchronously (nodeDigest) instead of
  * Web Crypto's thread-pool jobs, and the @upstash/redis clients talk REST over one undici keep-alive
- * Pool (undici-redis-requester.ts) instead of the global fetch.
+ * Pool (redis/undici-redis-requester.ts) instead of the global fetch.
  */
 import { readFileSync } from 'node:fs'
 import http2 from 'node:http2'
@@ -15,16 +15,16 @@ import { serve, type ServerType } from '@hono/node-server'
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response'
 import { Redis } from '@upstash/redis'
 import type { Pool } from 'undici'
-import { nodeDigest } from '../../shared/src/node-digest.ts'
-import { createApp, type EdgeDeps } from './app.ts'
-import { createBufferedLog } from './buffered-log.ts'
-import { DEFAULT_BATCHING } from './latency/batching-recorder.ts'
-import type { EdgeConfig, NodeServerConfig } from './config.ts'
-import { readDashboardAssets } from './dashboard/file-assets.ts'
-import { createRedisBackedDeps, type RedisFactory } from './redis-deps.ts'
-import { takeRelay, type RelayOut } from './proxy/pass-through.ts'
-import { createUndiciUpstream, type UndiciUpstream, type UndiciUpstreamOptions } from './proxy/undici-upstream.ts'
-import { createUpstashPool, UndiciRedisRequester } from './undici-redis-requester.ts'
+import { nodeDigest } from '../../../shared/src/node-digest.ts'
+import { createApp, type EdgeDeps } from '../app.ts'
+import { createBufferedLog } from '../latency/buffered-log.ts'
+import { DEFAULT_BATCHING } from '../latency/batching-recorder.ts'
+import type { EdgeConfig, NodeServerConfig } from '../config.ts'
+import { readDashboardAssets } from '../dashboard/file-assets.ts'
+import { createRedisBackedDeps, type RedisFactory } from '../redis/redis-deps.ts'
+import { takeRelay, type RelayOut } from '../proxy/pass-through.ts'
+import { createUndiciUpstream, type UndiciUpstream, type UndiciUpstreamOptions } from '../proxy/undici-upstream.ts'
+import { createUpstashPool, UndiciRedisRequester } from '../redis/undici-redis-requester.ts'
 
 /**
  * How long an idle client connection stays open. Node's default (5 s) makes a client that pauses

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net'
 import { Ratelimit } from '@upstash/ratelimit'
 import { Redis } from '@upstash/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startLocalUpstash, type LocalUpstash } from '../../infra/local/local-upstash.ts'
+import { startLocalUpstash, type LocalUpstash } from '../../../infra/local/local-upstash.ts'
 import { createUpstashPool, UndiciRedisRequester, UpstashTimeoutError } from './undici-redis-requester.ts'
 
 let up: LocalUpstash

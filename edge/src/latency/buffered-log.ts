@@ -4,7 +4,7 @@
  * those writes were ~5 % of the edge's CPU). Lines keep their order; nothing is held longer than
  * until the next turn, and `flush()` writes what is buffered now (close()).
  */
-import type { LogLine } from './latency/observe-request.ts'
+import type { LogLine } from '../app-env.ts'
 
 export interface BufferedLog {
   log: LogLine
