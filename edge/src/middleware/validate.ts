@@ -6,6 +6,7 @@
  */
 import type { MiddlewareHandler } from 'hono'
 import { ApiError } from '../../../shared/src/api-error.ts'
+import { clipText } from '../../../shared/src/clip-text.ts'
 import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
 import { parseJsonBody } from '../../../shared/src/json-body.ts'
 import type { AppEnv } from '../app-env.ts'
@@ -44,6 +45,5 @@ export function knownModels(nodes: readonly RoutableNode[], nowMs: number): stri
 }
 
 function modelNotFound(model: string): ApiError {
-  const shown = model.length > 200 ? `${model.slice(0, 200)}…` : model
-  return new ApiError('model_not_found', `The model '${shown}' does not exist or you do not have access to it.`, { param: 'model' })
+  return new ApiError('model_not_found', `The model '${clipText(model)}' does not exist or you do not have access to it.`, { param: 'model' })
 }
