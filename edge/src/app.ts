@@ -5,7 +5,7 @@
  * sample (observe-request.ts).
  */
 import { Hono } from 'hono'
-import { getDialect } from '../../shared/src/dialects/index.ts'
+import { DIALECTS, type DialectTable } from '../../shared/src/dialects/index.ts'
 import { webDigest } from '../../shared/src/digest.ts'
 import type { AppEnv, EdgeDeps } from './app-env.ts'
 import { dashboardFile, dashboardPage } from './dashboard/dashboard-route.ts'
@@ -24,18 +24,17 @@ import { edgeColo } from './routing/client-location.ts'
 
 export type { EdgeDeps } from './app-env.ts'
 
-const GENERATE_DIALECTS = ['openai-chat', 'openai-completions', 'anthropic-messages'] as const
-
-export function createApp(deps: EdgeDeps): Hono<AppEnv> {
+/** `dialects`: the generate routes and error shapes; tests add a dialect of their own to the real ones. */
+export function createApp(deps: EdgeDeps, dialects: DialectTable = DIALECTS): Hono<AppEnv> {
   const now = deps.now ?? Date.now
   const digest = deps.digest ?? webDigest
   const { config, limiter, registry } = deps
   const keys = new KeyCache(deps.keys, now)
-  const codecs = GENERATE_DIALECTS.map(getDialect)
+  const codecs = dialects.codecs
   const app = new Hono<AppEnv>()
 
-  app.onError(onError())
-  app.notFound(notFound)
+  app.onError(onError(dialects))
+  app.notFound(notFound(dialects))
   app.use(requestId(now))
   app.use(backgroundWork(deps.waitUntil))
   app.use(observeRequests({
@@ -57,7 +56,7 @@ export function createApp(deps: EdgeDeps): Hono<AppEnv> {
     app.post(
       codec.path,
       authenticate(config, keys, { digest }),
-      rateLimitHeaders(now),
+      rateLimitHeaders(codec, now),
       limitRequests(limiter, now),
       validateGenerate(codec, config.maxBodyBytes, registry, now),
       limitTokens(limiter, now),

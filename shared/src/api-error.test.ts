@@ -1,7 +1,11 @@
 import { describe, expect, it } from 'vitest'
 import { API_ERROR_CODES, ApiError, INTERNAL_ERROR_MESSAGE, toApiError } from './api-error.ts'
-import { errorStatus, renderError, renderStreamError } from './error-body.ts'
+import { getDialect } from './dialects/index.ts'
+import { renderError, renderStreamError } from './error-body.ts'
 import { toAnthropicStopReason, toOpenAIFinishReason } from './finish-reason.ts'
+
+const OPENAI = getDialect('openai-chat').errors
+const ANTHROPIC = getDialect('anthropic-messages').errors
 
 describe('toApiError', () => {
   it('passes ApiErrors through unchanged', () => {
@@ -27,7 +31,7 @@ describe('toApiError', () => {
 describe('renderError', () => {
   it('renders an unknown error as a 500 with the fixed message and no trace of the original', () => {
     for (const dialect of ['openai-chat', 'anthropic-messages'] as const) {
-      const r = renderError(dialect, new Error('secret=hunter2'))
+      const r = renderError(getDialect(dialect).errors, new Error('secret=hunter2'))
       expect(r.status).toBe(500)
       expect(JSON.stringify(r.body)).not.toContain('hunter2')
       expect(JSON.stringify(r.body)).toContain(INTERNAL_ERROR_MESSAGE)
@@ -35,19 +39,19 @@ describe('renderError', () => {
   })
 
   it('shapes OpenAI bodies as { error: { message, type, param, code } }', () => {
-    const r = renderError('openai-completions', new ApiError('invalid_request', "'n' must be 1.", { param: 'n' }))
+    const r = renderError(getDialect('openai-completions').errors, new ApiError('invalid_request', "'n' must be 1.", { param: 'n' }))
     expect(r).toEqual({
       status: 400,
       body: { error: { message: "'n' must be 1.", type: 'invalid_request_error', param: 'n', code: 'invalid_request' } },
       headers: { 'content-type': 'application/json' },
     })
-    expect(renderError('openai-chat', new ApiError('unauthorized', 'no')).body).toEqual({
+    expect(renderError(OPENAI, new ApiError('unauthorized', 'no')).body).toEqual({
       error: { message: 'no', type: 'authentication_error', param: null, code: 'unauthorized' },
     })
   })
 
   it('shapes Anthropic bodies as { type: "error", error: { type, message } }', () => {
-    expect(renderError('anthropic-messages', new ApiError('request_too_large', 'too big')).body).toEqual({
+    expect(renderError(ANTHROPIC, new ApiError('request_too_large', 'too big')).body).toEqual({
       type: 'error',
       error: { type: 'request_too_large', message: 'too big' },
     })
@@ -55,14 +59,14 @@ describe('renderError', () => {
 
   it('answers overload with 503 (OpenAI) and 529 (Anthropic), retry headers and x-should-retry', () => {
     const err = new ApiError('overloaded', 'busy', { retryAfterMs: 1200 })
-    expect(renderError('openai-chat', err).status).toBe(503)
-    const r = renderError('anthropic-messages', err)
+    expect(renderError(OPENAI, err).status).toBe(503)
+    const r = renderError(ANTHROPIC, err)
     expect(r.status).toBe(529)
     expect(r.headers).toEqual({ 'content-type': 'application/json', 'retry-after-ms': '1200', 'retry-after': '2', 'x-should-retry': 'true' })
   })
 
   it('marks rate limits retryable with retry-after in whole seconds, rounded up', () => {
-    const r = renderError('openai-chat', new ApiError('rate_limited', 'slow', { retryAfterMs: 1 }))
+    const r = renderError(OPENAI, new ApiError('rate_limited', 'slow', { retryAfterMs: 1 }))
     expect(r.status).toBe(429)
     expect(r.headers['retry-after']).toBe('1')
     expect(r.headers['x-should-retry']).toBe('true')
@@ -70,8 +74,8 @@ describe('renderError', () => {
 
   it('gives every code a status in both dialects', () => {
     for (const code of API_ERROR_CODES) {
-      expect(errorStatus('openai-chat', code)).toBeGreaterThanOrEqual(400)
-      expect(errorStatus('anthropic-messages', code)).toBeGreaterThanOrEqual(400)
+      expect(OPENAI.codes[code].status).toBeGreaterThanOrEqual(400)
+      expect(ANTHROPIC.codes[code].status).toBeGreaterThanOrEqual(400)
     }
   })
 })
@@ -79,14 +83,14 @@ describe('renderError', () => {
 describe('renderStreamError', () => {
   it('writes one data line for OpenAI and an error event for Anthropic', () => {
     const err = new ApiError('timeout', 'late')
-    expect(renderStreamError('openai-chat', err)).toBe(
+    expect(renderStreamError(OPENAI, err)).toBe(
       'data: {"error":{"message":"late","type":"server_error","param":null,"code":"timeout"}}\n\n',
     )
-    expect(renderStreamError('anthropic-messages', err)).toBe('event: error\ndata: {"type":"error","error":{"type":"timeout_error","message":"late"}}\n\n')
+    expect(renderStreamError(ANTHROPIC, err)).toBe('event: error\ndata: {"type":"error","error":{"type":"timeout_error","message":"late"}}\n\n')
   })
 
   it('does not leak unknown errors either', () => {
-    expect(renderStreamError('openai-chat', new Error('stack trace here'))).not.toContain('stack trace')
+    expect(renderStreamError(OPENAI, new Error('stack trace here'))).not.toContain('stack trace')
   })
 })
 

@@ -1,25 +1,11 @@
 /**
  * The one error type that crosses layer boundaries. Its `code` is stable snake_case and doubles
  * as a metric label; its `message` is safe to show a client. Rendering per dialect (status, body,
- * headers) lives in one place: error-body.ts.
+ * headers) is error-body.ts's, from each dialect codec's error shape.
  */
 
-export type ApiErrorCode =
-  | 'invalid_request'
-  | 'invalid_json'
-  | 'context_length_exceeded'
-  | 'unauthorized'
-  | 'forbidden'
-  | 'model_not_found'
-  | 'not_found'
-  | 'request_too_large'
-  | 'rate_limited'
-  | 'overloaded'
-  | 'upstream_unavailable'
-  | 'timeout'
-  | 'internal'
-
-export const API_ERROR_CODES: readonly ApiErrorCode[] = [
+/** Every error code, once: the ApiErrorCode type is read off this list. */
+export const API_ERROR_CODES = [
   'invalid_request',
   'invalid_json',
   'context_length_exceeded',
@@ -33,7 +19,9 @@ export const API_ERROR_CODES: readonly ApiErrorCode[] = [
   'upstream_unavailable',
   'timeout',
   'internal',
-]
+] as const
+
+export type ApiErrorCode = (typeof API_ERROR_CODES)[number]
 
 /** What every unexpected failure says to the client: the original message may hold secrets or internals. */
 export const INTERNAL_ERROR_MESSAGE = 'The server had an error while processing your request.'

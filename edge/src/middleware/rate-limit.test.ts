@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { limitHeaders, openAIDuration, tokenCost, UNBOUNDED_COMPLETION_TOKENS } from './rate-limit.ts'
+import { getDialect } from '../../../shared/src/dialects/index.ts'
+import { limitHeaders, tokenCost, UNBOUNDED_COMPLETION_TOKENS } from './rate-limit.ts'
 
 const NOW = Date.UTC(2026, 0, 1, 12, 0, 0)
 
@@ -10,7 +11,7 @@ describe('rate-limit headers', () => {
   }
 
   it('writes the OpenAI names with duration resets', () => {
-    expect(limitHeaders('openai-chat', state, NOW)).toEqual({
+    expect(limitHeaders(getDialect('openai-chat'), state, NOW)).toEqual({
       'x-ratelimit-limit-requests': '60',
       'x-ratelimit-remaining-requests': '59',
       'x-ratelimit-reset-requests': '2s',
@@ -21,7 +22,7 @@ describe('rate-limit headers', () => {
   })
 
   it('writes the Anthropic names with RFC 3339 resets', () => {
-    expect(limitHeaders('anthropic-messages', state, NOW)).toEqual({
+    expect(limitHeaders(getDialect('anthropic-messages'), state, NOW)).toEqual({
       'anthropic-ratelimit-requests-limit': '60',
       'anthropic-ratelimit-requests-remaining': '59',
       'anthropic-ratelimit-requests-reset': '2026-01-01T12:00:02Z',
@@ -32,13 +33,7 @@ describe('rate-limit headers', () => {
   })
 
   it('shows nothing for a degraded (store down) decision', () => {
-    expect(limitHeaders('openai-chat', { requests: { ...state.requests, degraded: true } }, NOW)).toEqual({})
-  })
-
-  it('formats durations like OpenAI', () => {
-    expect(openAIDuration(20)).toBe('20ms')
-    expect(openAIDuration(1000)).toBe('1s')
-    expect(openAIDuration(61_000)).toBe('1m1s')
+    expect(limitHeaders(getDialect('openai-chat'), { requests: { ...state.requests, degraded: true } }, NOW)).toEqual({})
   })
 })
 

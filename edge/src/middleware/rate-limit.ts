@@ -9,7 +9,7 @@
  */
 import type { Context, MiddlewareHandler } from 'hono'
 import { ApiError } from '../../../shared/src/api-error.ts'
-import type { Dialect } from '../../../shared/src/generation.ts'
+import type { DialectCodec, LimitKind } from '../../../shared/src/dialects/index.ts'
 import type { AppEnv, RateLimitState } from '../app-env.ts'
 import type { LimitDecision, RateLimiter } from '../limits/rate-limiter.ts'
 
@@ -22,12 +22,12 @@ export function tokenCost(bodyBytes: number, maxTokens: number | undefined): num
   return Math.ceil(bodyBytes / 4) + (maxTokens ?? UNBOUNDED_COMPLETION_TOKENS)
 }
 
-/** Writes the dialect's x-ratelimit-* / anthropic-ratelimit-* headers once the response exists. */
-export function rateLimitHeaders(now: () => number): MiddlewareHandler<AppEnv> {
+/** Writes the route's dialect's rate-limit headers (x-ratelimit-*, anthropic-ratelimit-*, …) once the response exists. */
+export function rateLimitHeaders(codec: DialectCodec, now: () => number): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     c.set('rateLimit', {})
     await next()
-    const headers = limitHeaders(c.get('errorDialect'), c.get('rateLimit'), now())
+    const headers = limitHeaders(codec, c.get('rateLimit'), now())
     for (const [name, value] of Object.entries(headers)) c.res.headers.set(name, value)
   }
 }
@@ -85,30 +85,19 @@ function refusal(decision: LimitDecision, nowMs: number, message: string): ApiEr
   return new ApiError('rate_limited', message, { retryAfterMs: Math.max(1, decision.resetAtMs - nowMs) })
 }
 
-/** Header values for the decisions made so far; a degraded decision has no real numbers to show. */
-export function limitHeaders(dialect: Dialect, state: RateLimitState | undefined, nowMs: number): Record<string, string> {
+/** Header values, in the codec's names, for the decisions made so far; a degraded decision has no real numbers to show. */
+export function limitHeaders(codec: DialectCodec, state: RateLimitState | undefined, nowMs: number): Record<string, string> {
   const out: Record<string, string> = {}
-  const put = (kind: 'requests' | 'tokens', d: LimitDecision | undefined) => {
-    if (!d || d.degraded) return
-    const resetMs = Math.max(0, d.resetAtMs - nowMs)
-    if (dialect === 'anthropic-messages') {
-      out[`anthropic-ratelimit-${kind}-limit`] = String(d.limit)
-      out[`anthropic-ratelimit-${kind}-remaining`] = String(d.remaining)
-      out[`anthropic-ratelimit-${kind}-reset`] = new Date(Math.ceil((nowMs + resetMs) / 1000) * 1000).toISOString().replace('.000Z', 'Z')
-    } else {
-      out[`x-ratelimit-limit-${kind}`] = String(d.limit)
-      out[`x-ratelimit-remaining-${kind}`] = String(d.remaining)
-      out[`x-ratelimit-reset-${kind}`] = openAIDuration(resetMs)
-    }
-  }
-  put('requests', state?.requests)
-  put('tokens', state?.tokens)
+  putLimit(out, codec, 'requests', state?.requests, nowMs)
+  putLimit(out, codec, 'tokens', state?.tokens, nowMs)
   return out
 }
 
-/** OpenAI's reset format: `850ms`, `12s`, `6m0s`. */
-export function openAIDuration(ms: number): string {
-  if (ms < 1000) return `${Math.ceil(ms)}ms`
-  const s = Math.ceil(ms / 1000)
-  return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${s % 60}s`
+function putLimit(out: Record<string, string>, codec: DialectCodec, kind: LimitKind, d: LimitDecision | undefined, nowMs: number): void {
+  if (!d || d.degraded) return
+  const style = codec.limitHeaders
+  const names = style.names[kind]
+  out[names.limit] = String(d.limit)
+  out[names.remaining] = String(d.remaining)
+  out[names.reset] = style.reset(Math.max(0, d.resetAtMs - nowMs), nowMs)
 }

@@ -4,7 +4,6 @@
  * the response, whatever answers it (an error included).
  */
 import type { MiddlewareHandler } from 'hono'
-import { errorDialectForPath } from '../../../shared/src/dialects/index.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import { continueTrace, formatTraceparent } from '../../../shared/src/trace-context.ts'
 import type { AppEnv } from '../app-env.ts'
@@ -19,7 +18,6 @@ export function requestId(now: () => number): MiddlewareHandler<AppEnv> {
     const id = given && CLIENT_REQUEST_ID.test(given) ? given : `req_${crypto.randomUUID().replaceAll('-', '')}`
     c.set('requestId', id)
     c.set('trace', continueTrace(c.req.header(WIRE_HEADERS.traceparent)).ctx)
-    c.set('errorDialect', errorDialectForPath(c.req.path))
     await next()
     c.res.headers.set(WIRE_HEADERS.requestId, id)
     c.res.headers.set(WIRE_HEADERS.traceparent, formatTraceparent(c.get('trace')))

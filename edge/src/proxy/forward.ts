@@ -10,8 +10,8 @@
  * answer's headers come with the whole completion). Any other status is the node's answer.
  */
 import { ApiError } from '../../../shared/src/api-error.ts'
+import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
 import type { Digest } from '../../../shared/src/digest.ts'
-import type { Dialect } from '../../../shared/src/generation.ts'
 import { signRequest } from '../../../shared/src/signature.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { RankedNode } from '../routing/pick-node.ts'
@@ -44,7 +44,8 @@ export interface ForwardRequest {
   path: string
   body: Uint8Array
   stream: boolean
-  dialect: Dialect
+  /** The client's dialect: shapes the error event of a stream that breaks. */
+  codec: DialectCodec
   requestId: string
   traceparent: string
   tenant: string
@@ -104,7 +105,7 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
         return { response: new Response(null, { status: attempt.res.status, headers }), node, failedAttempts: failed, finished: Promise.resolve({ kind: 'complete' }) }
       }
       if (!req.stream && !sse) return await wholeAnswer(attempt, headers, node, failed, req, deps)
-      const piped = passThrough(attempt.res, { dialect: req.dialect, sse, now: deps.now })
+      const piped = passThrough(attempt.res, { codec: req.codec, sse, now: deps.now })
       const finished = piped.finished.finally(attempt.detach)
       const response = new Response(piped.readable, { status: attempt.res.status, headers })
       if (piped.relay) offerRelay(response, piped.relay)

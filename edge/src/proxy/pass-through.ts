@@ -1,8 +1,8 @@
 /**
  * The node's body as the client's body: chunks pass through untouched. Two endings need the edge:
  * - the upstream breaks after bytes were sent: an SSE stream ends with ONE dialect error event
- *   (renderStreamError) so SDKs raise an error instead of hanging or seeing a silent end; a JSON
- *   body is errored (the client sees a truncated response, never a wrong one);
+ *   (the codec's, renderStreamError) so SDKs raise an error instead of hanging or seeing a silent
+ *   end; a JSON body is errored (the client sees a truncated response, never a wrong one);
  * - the client leaves: the cancel runs back through the pipe and cancels the upstream body,
  *   which closes the node's stream (the node then aborts the sequence and frees its KV).
  *
@@ -12,8 +12,8 @@
  * streams and their promise per chunk.
  */
 import { ApiError } from '../../../shared/src/api-error.ts'
+import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
 import { renderStreamError } from '../../../shared/src/error-body.ts'
-import type { Dialect } from '../../../shared/src/generation.ts'
 
 export interface BodyOutcome {
   kind: 'complete' | 'upstream_error' | 'client_gone'
@@ -22,7 +22,8 @@ export interface BodyOutcome {
 }
 
 export interface PassThroughOptions {
-  dialect: Dialect
+  /** Shapes the error event of a stream that breaks. */
+  codec: DialectCodec
   /** The body is text/event-stream (an error event may be appended). */
   sse: boolean
   now: () => number
@@ -111,7 +112,7 @@ export function passThrough(upstream: UpstreamBody, opts: PassThroughOptions): {
   const breakOff = (to: { send(bytes: Uint8Array): void; end(): void; fail(err: Error): void }) => {
     if (opts.sse) {
       const err = new ApiError('upstream_unavailable', 'The GPU node failed while streaming this response.')
-      to.send(encoder.encode((atFrameBoundary ? '' : '\n\n') + renderStreamError(opts.dialect, err)))
+      to.send(encoder.encode((atFrameBoundary ? '' : '\n\n') + renderStreamError(opts.codec.errors, err)))
       to.end()
     } else {
       to.fail(new Error('upstream body failed'))

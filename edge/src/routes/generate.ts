@@ -29,7 +29,7 @@ export function generate(deps: EdgeDeps, now: () => number) {
         path: codec.path,
         body,
         stream: gen.stream,
-        dialect: codec.name,
+        codec,
         requestId: c.get('requestId'),
         traceparent: formatTraceparent(c.get('trace')),
         tenant: principal.tenant,

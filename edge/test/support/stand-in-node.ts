@@ -120,7 +120,7 @@ async function handle(req: Req, res: Res, opts: StandInOptions): Promise<void> {
   if (mode === 'hang') return
   if (mode === '503' || mode === '400') {
     const err = mode === '503' ? new ApiError('overloaded', 'stand-in is full', { retryAfterMs: 250 }) : new ApiError('invalid_request', 'stand-in refuses')
-    const r = renderError(codec.name, err)
+    const r = renderError(codec.errors, err)
     return json(res, r.status, r.body, r.headers)
   }
   const parsed = JSON.parse(body.toString('utf8')) as { model: string; stream?: boolean }

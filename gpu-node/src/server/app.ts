@@ -6,7 +6,7 @@
 import http2, { Http2ServerRequest } from 'node:http2'
 import { clipText } from '../../../shared/src/clip-text.ts'
 import { ApiError, toApiError } from '../../../shared/src/api-error.ts'
-import { dialectForPath, errorDialectForPath } from '../../../shared/src/dialects/index.ts'
+import { dialectForPath, errorCodecForPath } from '../../../shared/src/dialects/index.ts'
 import type { EngineHandle } from '../engine/types.ts'
 import type { NodeMetrics } from '../metrics/node-metrics.ts'
 import type { PromptEncoder } from '../model/prompt-encoder.ts'
@@ -91,7 +91,7 @@ function fail(ctx: RequestContext, e: unknown, deps: AppDeps): void {
     const stream = ctx.req.stream
     res.once('finish', () => stream.close(http2.constants.NGHTTP2_NO_ERROR))
   }
-  sendError(ctx.req, res, errorDialectForPath(ctx.path), err, headers)
+  sendError(ctx.req, res, errorCodecForPath(ctx.path), err, headers)
 }
 
 /** Error class and message for our own log only; never sent to a client. */

@@ -70,7 +70,7 @@ function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, j
   }
   const promptTokens = gen.input.kind === 'chat' ? encoder.encodeChat(gen.input.messages) : encoder.encodeText(gen.input.prompt)
   ctx.outcome.promptTokens = promptTokens.length
-  const maxTokens = resolveMaxTokens(codec.name, promptTokens.length, gen.maxTokens, encoder.contextLength)
+  const maxTokens = resolveMaxTokens(codec, promptTokens.length, gen.maxTokens, encoder.contextLength)
   const engineReq: EngineRequest = {
     id: engineId(ctx.requestId, deps.inFlight),
     promptTokens,
@@ -119,7 +119,7 @@ function runCollecting(ctx: RequestContext, codec: DialectCodec, deps: GenerateD
     if (isCompletedReason(event.reason)) {
       sendJson(ctx.req, ctx.res, 200, codec.jsonBody(p.meta, parts.join(''), event.reason, event.usage, event.stopSequence), headers)
     } else {
-      sendError(ctx.req, ctx.res, codec.name, engineFailure(event), headers)
+      sendError(ctx.req, ctx.res, codec, engineFailure(event), headers)
     }
   })
   release()

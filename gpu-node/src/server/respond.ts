@@ -2,8 +2,8 @@
  * Whole (non-streaming) responses: JSON bodies and dialect-shaped errors. Every error a client
  * sees goes through `renderError`, so unknown failures become the fixed 500 message.
  */
+import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
 import { renderError } from '../../../shared/src/error-body.ts'
-import type { Dialect } from '../../../shared/src/generation.ts'
 import { end, writeHead, type OutgoingHttpHeaders, type ServerRequest, type ServerResponse } from './http-types.ts'
 
 export function sendJson(req: ServerRequest, res: ServerResponse, status: number, body: unknown, headers: OutgoingHttpHeaders = {}): void {
@@ -17,9 +17,9 @@ export function sendText(req: ServerRequest, res: ServerResponse, status: number
   end(res, text)
 }
 
-/** Renders `err` in the dialect's shape; returns the status sent (for logs). */
-export function sendError(req: ServerRequest, res: ServerResponse, dialect: Dialect, err: unknown, headers: OutgoingHttpHeaders = {}): number {
-  const rendered = renderError(dialect, err)
+/** Renders `err` in the codec's error shape; returns the status sent (for logs). */
+export function sendError(req: ServerRequest, res: ServerResponse, codec: DialectCodec, err: unknown, headers: OutgoingHttpHeaders = {}): number {
+  const rendered = renderError(codec.errors, err)
   sendJson(req, res, rendered.status, rendered.body, { ...rendered.headers, ...headers })
   return rendered.status
 }

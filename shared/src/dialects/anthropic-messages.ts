@@ -1,11 +1,13 @@
-/** Anthropic messages (`POST /v1/messages`): request schema, parser, encoders. */
+/** Anthropic messages (`POST /v1/messages`): request schema, parser, encoders, codec. */
 
 import { z } from 'zod'
 import { renderStreamError } from '../error-body.ts'
 import { toAnthropicStopReason, type CompletedReason } from '../finish-reason.ts'
 import type { ChatMessage, GenerateRequest, Usage } from '../generation.ts'
 import { sseEvent } from '../sse.ts'
-import type { ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
+import { ANTHROPIC_CONTEXT_LENGTH_EXCEEDED, ANTHROPIC_ERRORS } from './anthropic-errors.ts'
+import { ANTHROPIC_LIMIT_HEADERS } from './anthropic-limit-headers.ts'
+import type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
 import { maxTokensField, samplingFields, toSamplingParams } from './sampling-fields.ts'
 import { validateBody, type UnsupportedFields } from './validate-body.ts'
 
@@ -113,7 +115,7 @@ export function messagesStreamEncoder(meta: StreamMeta): StreamEncoder {
         usage: { output_tokens: usage.completionTokens },
       }) +
       sseEvent('message_stop', { type: 'message_stop' }),
-    error: (err) => renderStreamError('anthropic-messages', err),
+    error: (err) => renderStreamError(ANTHROPIC_ERRORS, err),
   }
 }
 
@@ -132,4 +134,15 @@ export function messagesJsonBody(meta: ResponseMeta, text: string, reason: Compl
 
 function matchedStop(reason: CompletedReason, stopSequence: string | undefined): string | null {
   return reason === 'stop_sequence' ? (stopSequence ?? null) : null
+}
+
+export const anthropicMessagesCodec: DialectCodec<'anthropic-messages'> = {
+  name: 'anthropic-messages',
+  path: '/v1/messages',
+  parse: parseMessagesRequest,
+  streamEncoder: messagesStreamEncoder,
+  jsonBody: messagesJsonBody,
+  errors: ANTHROPIC_ERRORS,
+  limitHeaders: ANTHROPIC_LIMIT_HEADERS,
+  contextLengthExceeded: ANTHROPIC_CONTEXT_LENGTH_EXCEEDED,
 }

@@ -132,7 +132,7 @@ describe('Anthropic error bodies through the official SDK', () => {
 
   for (const [apiError, status, ErrorClass, type] of cases) {
     it(`renders ${apiError.code} as ${status} ${type} and the SDK raises ${ErrorClass.name}`, async () => {
-      const r = renderError('anthropic-messages', apiError)
+      const r = renderError(messages.errors, apiError)
       expect(r.status).toBe(status)
       const client = clientFor(() => jsonResponse(r.body, r.status, r.headers))
       const err = await client.messages.create(params).then(() => undefined, (e: unknown) => e)
@@ -145,13 +145,13 @@ describe('Anthropic error bodies through the official SDK', () => {
   }
 
   it('counts 529 overloaded as an InternalServerError, as Anthropic clients expect', async () => {
-    const r = renderError('anthropic-messages', new ApiError('overloaded', 'Overloaded.'))
+    const r = renderError(messages.errors, new ApiError('overloaded', 'Overloaded.'))
     const err = await clientFor(() => jsonResponse(r.body, r.status, r.headers)).messages.create(params).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(Anthropic.InternalServerError)
   })
 
   it('lets the SDK retry an overload after retry-after-ms and then succeed', async () => {
-    const overloaded = renderError('anthropic-messages', new ApiError('overloaded', 'busy', { retryAfterMs: 1 }))
+    const overloaded = renderError(messages.errors, new ApiError('overloaded', 'busy', { retryAfterMs: 1 }))
     let calls = 0
     const client = clientFor(() => {
       calls += 1

@@ -1,12 +1,16 @@
 /**
- * The shape every dialect module fills: parse a wire body into a GenerateRequest, and encode the
- * engine's output as that dialect's SSE frames or JSON body. Encoders are pure string builders;
- * the caller owns the socket, keep-alives and ordering (start → text* → finish | error).
+ * The shape every dialect module fills, and everything the rest of the code knows about a
+ * dialect: its route, parsing a wire body into a GenerateRequest, encoding the engine's output as
+ * its SSE frames or JSON body, and how it words errors and rate limits. Generic code (the edge's
+ * middlewares, the node's routes, error-body.ts) asks the codec and never branches on a name.
+ * Encoders are pure string builders; the caller owns the socket, keep-alives and ordering
+ * (start → text* → finish | error).
  */
 
-import type { RenderedError } from '../error-body.ts'
+import type { ApiError } from '../api-error.ts'
+import type { ErrorShape } from '../error-body.ts'
 import type { CompletedReason } from '../finish-reason.ts'
-import type { Dialect, GenerateRequest, Usage } from '../generation.ts'
+import type { GenerateRequest, Usage } from '../generation.ts'
 
 export interface ResponseMeta {
   /** The request id (x-request-id); response ids are derived from it (`chatcmpl-…`, `cmpl-…`, `msg_…`). */
@@ -35,8 +39,34 @@ export interface StreamEncoder {
   error(err: unknown): string
 }
 
-export interface DialectCodec {
-  readonly name: Dialect
+/** The two per-key limits (DESIGN.md §3). */
+export type LimitKind = 'requests' | 'tokens'
+
+export interface LimitHeaderNames {
+  limit: string
+  remaining: string
+  reset: string
+}
+
+/** A dialect's rate-limit headers: names spelled out once, not built per response. */
+export interface LimitHeaderStyle {
+  readonly names: Readonly<Record<LimitKind, LimitHeaderNames>>
+  /** The reset header's value for a window that ends `resetMs` (>= 0) after `nowMs` (epoch ms). */
+  reset(resetMs: number, nowMs: number): string
+}
+
+/** `context_length_exceeded` in the words the dialect's users know, naming the field at fault. */
+export interface ContextLengthErrors {
+  /** The prompt alone fills the context: nothing is left to generate. */
+  prompt(promptTokens: number, contextLength: number): ApiError
+  /** The prompt plus the requested max tokens exceed the context. */
+  request(promptTokens: number, maxTokens: number, contextLength: number): ApiError
+}
+
+/** One dialect. Registered in the table (index.ts), it is served by the edge and the node alike. */
+export interface DialectCodec<Name extends string = string> {
+  /** Stable: a log field and metric label. */
+  readonly name: Name
   /** The route this dialect is served on, e.g. `/v1/chat/completions`. */
   readonly path: string
   /** Validates a parsed JSON body; throws ApiError('invalid_request') naming the bad field. */
@@ -44,6 +74,10 @@ export interface DialectCodec {
   streamEncoder(meta: StreamMeta): StreamEncoder
   /** The non-streaming response body. */
   jsonBody(meta: ResponseMeta, text: string, reason: CompletedReason, usage: Usage, stopSequence?: string): object
-  /** An error answered before any body byte, in this dialect. */
-  renderError(err: unknown): RenderedError
+  /** Status, body and stream frame of its errors (rendered by error-body.ts). */
+  readonly errors: ErrorShape
+  /** Its x-ratelimit-* style headers, sent on every response of a limited route. */
+  readonly limitHeaders: LimitHeaderStyle
+  /** What the node says when a prompt (plus max tokens) does not fit the model's context. */
+  readonly contextLengthExceeded: ContextLengthErrors
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { DIALECT_NAMES, dialectForPath, errorDialectForPath, getDialect } from './index.ts'
+import { renderError } from '../error-body.ts'
+import { DIALECTS, dialectForPath, errorCodecForPath, getDialect } from './index.ts'
 
 describe('dialect registry', () => {
   it('serves each dialect on its route', () => {
@@ -10,8 +11,8 @@ describe('dialect registry', () => {
   })
 
   it('answers pre-routing errors in Anthropic shape on /v1/messages only', () => {
-    expect(errorDialectForPath('/v1/messages')).toBe('anthropic-messages')
-    expect(errorDialectForPath('/nope')).toBe('openai-chat')
+    expect(errorCodecForPath('/v1/messages').name).toBe('anthropic-messages')
+    expect(errorCodecForPath('/nope').name).toBe('openai-chat')
   })
 
   it('derives response ids from the request id', () => {
@@ -23,6 +24,6 @@ describe('dialect registry', () => {
   })
 
   it('renders errors in each dialect through the codec', () => {
-    for (const name of DIALECT_NAMES) expect(getDialect(name).renderError(new Error('x')).status).toBe(500)
+    for (const codec of DIALECTS.codecs) expect(renderError(codec.errors, new Error('x')).status).toBe(500)
   })
 })

@@ -1,60 +1,40 @@
 /**
- * The three dialects behind one interface, so routes and stream writers never branch on the
- * dialect: `getDialect(name)` or `dialectForPath(path)`, then parse / streamEncoder / jsonBody.
+ * The dialects served, in one table: the edge's and the node's generate routes, and the `Dialect`
+ * name type, are read off it. Adding a dialect is its codec file plus one entry here; nothing
+ * else branches on a dialect (routes, errors, rate-limit headers and context-length messages all
+ * ask the codec).
  */
 
-import { renderError } from '../error-body.ts'
-import type { Dialect } from '../generation.ts'
-import { messagesJsonBody, messagesStreamEncoder, parseMessagesRequest } from './anthropic-messages.ts'
+import { anthropicMessagesCodec } from './anthropic-messages.ts'
 import type { DialectCodec } from './codec.ts'
-import { chatJsonBody, chatStreamEncoder, parseChatCompletionRequest } from './openai-chat.ts'
-import { completionJsonBody, completionStreamEncoder, parseCompletionRequest } from './openai-completions.ts'
+import { dialectTable } from './dialect-table.ts'
+import { openAIChatCodec } from './openai-chat.ts'
+import { openAICompletionsCodec } from './openai-completions.ts'
 
-export type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
+export type { ContextLengthErrors, DialectCodec, LimitHeaderNames, LimitHeaderStyle, LimitKind, ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
+export { dialectTable, type DialectTable } from './dialect-table.ts'
 
-const DIALECTS: Readonly<Record<Dialect, DialectCodec>> = {
-  'openai-chat': {
-    name: 'openai-chat',
-    path: '/v1/chat/completions',
-    parse: parseChatCompletionRequest,
-    streamEncoder: chatStreamEncoder,
-    jsonBody: chatJsonBody,
-    renderError: (err) => renderError('openai-chat', err),
-  },
-  'openai-completions': {
-    name: 'openai-completions',
-    path: '/v1/completions',
-    parse: parseCompletionRequest,
-    streamEncoder: completionStreamEncoder,
-    jsonBody: completionJsonBody,
-    renderError: (err) => renderError('openai-completions', err),
-  },
-  'anthropic-messages': {
-    name: 'anthropic-messages',
-    path: '/v1/messages',
-    parse: parseMessagesRequest,
-    streamEncoder: messagesStreamEncoder,
-    jsonBody: messagesJsonBody,
-    renderError: (err) => renderError('anthropic-messages', err),
-  },
-}
+/** OpenAI chat first: it answers errors on paths no dialect serves (auth on /v1/models, unknown routes). */
+export const DIALECTS = dialectTable([openAIChatCodec, openAICompletionsCodec, anthropicMessagesCodec])
 
-export const DIALECT_NAMES = Object.keys(DIALECTS) as Dialect[]
+/** A served dialect's name: one per codec in the table. */
+export type Dialect = (typeof DIALECTS.codecs)[number]['name']
 
-export function getDialect(name: Dialect): DialectCodec {
-  return DIALECTS[name]
+// Shorthands for the served table.
+
+export function getDialect(name: Dialect): DialectCodec<Dialect> {
+  return DIALECTS.get(name)
 }
 
 /** The dialect served on a URL pathname (a trailing slash is tolerated); undefined for other paths. */
-export function dialectForPath(path: string): DialectCodec | undefined {
-  const clean = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path
-  return Object.values(DIALECTS).find((d) => d.path === clean)
+export function dialectForPath(path: string): DialectCodec<Dialect> | undefined {
+  return DIALECTS.forPath(path)
 }
 
 /**
  * The dialect whose error shape fits a path, for errors raised before routing (auth, rate limit,
  * unknown route): Anthropic's for /v1/messages, OpenAI's everywhere else.
  */
-export function errorDialectForPath(path: string): Dialect {
-  return dialectForPath(path)?.name ?? 'openai-chat'
+export function errorCodecForPath(path: string): DialectCodec<Dialect> {
+  return DIALECTS.errorCodecForPath(path)
 }

@@ -1,12 +1,14 @@
-/** OpenAI chat completions (`POST /v1/chat/completions`): request schema, parser, encoders. */
+/** OpenAI chat completions (`POST /v1/chat/completions`): request schema, parser, encoders, codec. */
 
 import { z } from 'zod'
 import { renderStreamError } from '../error-body.ts'
 import { toOpenAIFinishReason, type CompletedReason, type OpenAIFinishReason } from '../finish-reason.ts'
 import type { ChatMessage, GenerateRequest, Usage } from '../generation.ts'
 import { SSE_DONE, sseData } from '../sse.ts'
-import type { ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
+import type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
+import { OPENAI_ERRORS, vllmContextLengthExceeded } from './openai-errors.ts'
 import { nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, streamFields, toOpenAIUsage, toStreamSettings } from './openai-fields.ts'
+import { OPENAI_LIMIT_HEADERS } from './openai-limit-headers.ts'
 import { maxTokensField, samplingFields, stopField, toSamplingParams, toStopList } from './sampling-fields.ts'
 import { validateBody } from './validate-body.ts'
 
@@ -86,7 +88,7 @@ export function chatStreamEncoder(meta: StreamMeta): StreamEncoder {
       const usageChunk = meta.includeUsage ? sseData({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: toOpenAIUsage(usage) }) : ''
       return chunk({}, toOpenAIFinishReason(reason)) + usageChunk + SSE_DONE
     },
-    error: (err) => renderStreamError('openai-chat', err),
+    error: (err) => renderStreamError(OPENAI_ERRORS, err),
   }
 }
 
@@ -99,4 +101,15 @@ export function chatJsonBody(meta: ResponseMeta, text: string, reason: Completed
     choices: [{ index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: toOpenAIFinishReason(reason) }],
     usage: toOpenAIUsage(usage),
   }
+}
+
+export const openAIChatCodec: DialectCodec<'openai-chat'> = {
+  name: 'openai-chat',
+  path: '/v1/chat/completions',
+  parse: parseChatCompletionRequest,
+  streamEncoder: chatStreamEncoder,
+  jsonBody: chatJsonBody,
+  errors: OPENAI_ERRORS,
+  limitHeaders: OPENAI_LIMIT_HEADERS,
+  contextLengthExceeded: vllmContextLengthExceeded('messages'),
 }

@@ -1,4 +1,4 @@
-/** OpenAI legacy completions (`POST /v1/completions`): request schema, parser, encoders. */
+/** OpenAI legacy completions (`POST /v1/completions`): request schema, parser, encoders, codec. */
 
 import { z } from 'zod'
 import { ApiError } from '../api-error.ts'
@@ -6,8 +6,10 @@ import { renderStreamError } from '../error-body.ts'
 import { toOpenAIFinishReason, type CompletedReason, type OpenAIFinishReason } from '../finish-reason.ts'
 import type { GenerateRequest, Usage } from '../generation.ts'
 import { SSE_DONE, sseData } from '../sse.ts'
-import type { ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
+import type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
+import { OPENAI_ERRORS, vllmContextLengthExceeded } from './openai-errors.ts'
 import { nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, streamFields, toOpenAIUsage, toStreamSettings } from './openai-fields.ts'
+import { OPENAI_LIMIT_HEADERS } from './openai-limit-headers.ts'
 import { maxTokensField, samplingFields, stopField, toSamplingParams, toStopList } from './sampling-fields.ts'
 import { validateBody } from './validate-body.ts'
 
@@ -80,7 +82,7 @@ export function completionStreamEncoder(meta: StreamMeta): StreamEncoder {
       const usageChunk = meta.includeUsage ? sseData({ id, object: 'text_completion', created, model, choices: [], usage: toOpenAIUsage(usage) }) : ''
       return chunk('', toOpenAIFinishReason(reason)) + usageChunk + SSE_DONE
     },
-    error: (err) => renderStreamError('openai-completions', err),
+    error: (err) => renderStreamError(OPENAI_ERRORS, err),
   }
 }
 
@@ -93,4 +95,15 @@ export function completionJsonBody(meta: ResponseMeta, text: string, reason: Com
     choices: [{ text, index: 0, logprobs: null, finish_reason: toOpenAIFinishReason(reason) }],
     usage: toOpenAIUsage(usage),
   }
+}
+
+export const openAICompletionsCodec: DialectCodec<'openai-completions'> = {
+  name: 'openai-completions',
+  path: '/v1/completions',
+  parse: parseCompletionRequest,
+  streamEncoder: completionStreamEncoder,
+  jsonBody: completionJsonBody,
+  errors: OPENAI_ERRORS,
+  limitHeaders: OPENAI_LIMIT_HEADERS,
+  contextLengthExceeded: vllmContextLengthExceeded('prompt'),
 }

@@ -163,7 +163,7 @@ describe('OpenAI error bodies through the official SDK', () => {
 
   for (const [apiError, status, ErrorClass] of cases) {
     it(`renders ${apiError.code} as ${status} and the SDK raises ${ErrorClass.name}`, async () => {
-      const r = renderError('openai-chat', apiError)
+      const r = renderError(chat.errors, apiError)
       expect(r.status).toBe(status)
       const client = clientFor(() => jsonResponse(r.body, r.status, r.headers))
       const err = await client.chat.completions.create(chatParams).then(() => undefined, (e: unknown) => e)
@@ -177,7 +177,7 @@ describe('OpenAI error bodies through the official SDK', () => {
   }
 
   it('shows an unknown error as a 500 with the fixed message', async () => {
-    const r = renderError('openai-chat', new Error('db password is hunter2'))
+    const r = renderError(chat.errors, new Error('db password is hunter2'))
     const client = clientFor(() => jsonResponse(r.body, r.status, r.headers))
     const err = (await client.chat.completions.create(chatParams).catch((e: unknown) => e)) as Error
     expect(err).toBeInstanceOf(OpenAI.InternalServerError)
@@ -186,7 +186,7 @@ describe('OpenAI error bodies through the official SDK', () => {
   })
 
   it('lets the SDK retry an overload after retry-after-ms and then succeed', async () => {
-    const overloaded = renderError('openai-chat', new ApiError('overloaded', 'busy', { retryAfterMs: 1 }))
+    const overloaded = renderError(chat.errors, new ApiError('overloaded', 'busy', { retryAfterMs: 1 }))
     let calls = 0
     const client = clientFor(() => {
       calls += 1

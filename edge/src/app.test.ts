@@ -1,0 +1,130 @@
+/**
+ * A dialect registered beside the three real ones (shared/test/support/fourth-dialect.ts) is
+ * served by the unchanged app: its route, its parser, its error shape, its rate-limit headers,
+ * its stream error event and its latency record. In-memory keys, limiter, registry and node.
+ */
+import { describe, expect, it, vi } from 'vitest'
+import { DIALECTS_WITH_FOURTH } from '../../shared/test/support/fourth-dialect.ts'
+import { hashApiKey } from '../../shared/src/api-key.ts'
+import { createApp } from './app.ts'
+import { parseEdgeConfig } from './config.ts'
+import { createMemoryKeyStore } from './keys/key-store.ts'
+import type { LatencySample } from './latency/latency-recorder.ts'
+import type { LimitDecision, RateLimiter } from './limits/rate-limiter.ts'
+import type { UpstreamFetch } from './proxy/forward.ts'
+import type { RoutableNode } from './routing/pick-node.ts'
+
+const KEY = 'zl-0123456789abcdefghijklmnopqrstuv'
+const NOW = Date.UTC(2026, 0, 1, 12, 0, 0)
+const NODE: RoutableNode = { id: 'n1', url: 'http://node.test', region: 'local', lat: 0, lon: 0, maxBatch: 8, running: 0, waiting: 0, kvUsedFrac: 0, tokPerSec: 100, draining: false, source: 'static' }
+
+interface Harness {
+  call(path: string, body: unknown, headers?: Record<string, string>): Promise<Response>
+  /** What the stand-in node answers. */
+  answer: () => Response
+  /** Whether the limiter admits the next request. */
+  admit: boolean
+  samples: LatencySample[]
+  forwardedPaths: string[]
+}
+
+async function harness(): Promise<Harness> {
+  const config = parseEdgeConfig({ UPSTASH_REDIS_REST_URL: 'http://redis.test', UPSTASH_REDIS_REST_TOKEN: 't', EDGE_SHARED_SECRET: 'zl-test-edge-secret-0123456789', REQUEST_LOG: '0' })
+  const records = new Map([[await hashApiKey(KEY), { id: 'k1', tenant: 't1', name: '', rpm: 60, tpm: 1000, models: ['*'], created: 0, disabled: false }]])
+  const h: Harness = {
+    call: async (path, body, headers = { authorization: `Bearer ${KEY}` }) =>
+      await app.request(path, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) }),
+    answer: () => Response.json({ text: 'hi' }),
+    admit: true,
+    samples: [],
+    forwardedPaths: [],
+  }
+  const decision = (limit: number): LimitDecision => ({ success: h.admit, limit, remaining: h.admit ? limit - 1 : 0, resetAtMs: NOW + 1500 })
+  const limiter: RateLimiter = {
+    checkRequests: async (_key, rpm) => decision(rpm),
+    chargeTokens: async (_key, tpm) => decision(tpm),
+    refundTokens: async () => {},
+    failureCount: () => 0,
+  }
+  const upstream: UpstreamFetch = async (url) => {
+    h.forwardedPaths.push(new URL(url).pathname)
+    return h.answer()
+  }
+  const app = createApp({
+    config,
+    keys: createMemoryKeyStore(records),
+    limiter,
+    registry: { table: async () => ({ nodes: [NODE], source: 'static', fetchedAtMs: NOW }), markDown: () => {} },
+    upstream,
+    latency: { record: async (s) => void h.samples.push(s) },
+    now: () => NOW,
+  }, DIALECTS_WITH_FOURTH)
+  return h
+}
+
+const fourthBody = { model: 'tiny', prompt: 'hello', max_tokens: 4 }
+
+describe('a dialect registered beside the three real ones', () => {
+  it('is routed to the node on its own path, with its rate-limit headers, and recorded', async () => {
+    const h = await harness()
+    const res = await h.call('/v1/fourth', fourthBody)
+    expect(res.status).toBe(200)
+    expect(await res.json()).toEqual({ text: 'hi' })
+    expect(h.forwardedPaths).toEqual(['/v1/fourth'])
+    expect(res.headers.get('fourth-requests-limit')).toBe('60')
+    expect(res.headers.get('fourth-tokens-left')).toBe('999')
+    expect(res.headers.get('fourth-requests-reset-s')).toBe('2')
+    expect(res.headers.get('x-ratelimit-limit-requests')).toBeNull()
+    await vi.waitFor(() => expect(h.samples.map((s) => [s.status, s.model])).toEqual([[200, 'tiny']]))
+  })
+
+  it('answers a missing key and a bad body in its error shape', async () => {
+    const h = await harness()
+    const unauthorized = await h.call('/v1/fourth', fourthBody, {})
+    expect(unauthorized.status).toBe(401)
+    expect(await unauthorized.json()).toEqual({ failure: { kind: 'who_are_you', detail: expect.stringContaining('Missing API key') } })
+    const bad = await h.call('/v1/fourth', { model: 'tiny' })
+    expect(bad.status).toBe(400)
+    expect(await bad.json()).toEqual({ failure: { kind: 'bad_request', detail: expect.stringContaining("'prompt'") } })
+    expect(h.forwardedPaths).toEqual([])
+  })
+
+  it('refuses over the limit with 429, the generic retry headers and its limit headers', async () => {
+    const h = await harness()
+    h.admit = false
+    const res = await h.call('/v1/fourth', fourthBody)
+    expect(res.status).toBe(429)
+    expect((await res.json()) as unknown).toMatchObject({ failure: { kind: 'slow_down' } })
+    expect(res.headers.get('retry-after-ms')).toBe('1500')
+    expect(res.headers.get('x-should-retry')).toBe('true')
+    expect(res.headers.get('fourth-requests-left')).toBe('0')
+  })
+
+  it('ends a stream that breaks mid-way with its error event', async () => {
+    const h = await harness()
+    h.answer = () => {
+      let sent = false
+      const body = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          if (sent) return controller.error(new Error('node died'))
+          sent = true
+          controller.enqueue(new TextEncoder().encode('event: text\ndata: {"text":"hi"}\n\n'))
+        },
+      })
+      return new Response(body, { headers: { 'content-type': 'text/event-stream' } })
+    }
+    const res = await h.call('/v1/fourth', { ...fourthBody, stream: true })
+    expect(await res.text()).toBe(
+      'event: text\ndata: {"text":"hi"}\n\n' +
+        'event: failure\ndata: {"failure":{"kind":"unreachable","detail":"The GPU node failed while streaming this response."}}\n\n',
+    )
+  })
+
+  it('leaves the real dialects and the OpenAI fallback for other paths as they were', async () => {
+    const h = await harness()
+    expect(await (await h.call('/v1/messages', {}, {})).json()).toMatchObject({ type: 'error', error: { type: 'authentication_error' } })
+    const unknown = await h.call('/v1/nope', {})
+    expect(unknown.status).toBe(404)
+    expect(await unknown.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'not_found' } })
+  })
+})
