@@ -74,8 +74,6 @@ export interface AppEnv {
     trace: TraceContext
     /** request-id.ts: epoch ms when the edge saw the request. */
     startedAtMs: number
-    /** request-id.ts: the shape errors take on this path. */
-    errorDialect: Dialect
     /** auth.ts */
     principal: Principal
     /** rate-limit.ts */
