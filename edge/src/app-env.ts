@@ -4,7 +4,7 @@
  */
 import type { DialectCodec } from '../../shared/src/dialects/index.ts'
 import type { Digest } from '../../shared/src/digest.ts'
-import type { Dialect, GenerateRequest } from '../../shared/src/generation.ts'
+import type { GenerateRequest } from '../../shared/src/generation.ts'
 import type { TraceContext } from '../../shared/src/trace-context.ts'
 import type { EdgeConfig } from './config.ts'
 import type { KeyStore, Principal } from './keys/key-store.ts'

@@ -49,12 +49,9 @@ export interface ChatMessage {
   content: string
 }
 
-/** Read off the dialect table (dialects/index.ts), so a new dialect is one registration there. */
-export type { Dialect } from './dialects/index.ts'
-
 /** A dialect body after validation: what the node turns into tokens and an EngineRequest. */
 export interface GenerateRequest {
-  /** The codec's name (a registered test dialect's too, so not only the served `Dialect`s). */
+  /** The codec's name (a registered test dialect's too, so not only the served `Dialect`s of dialects/index.ts). */
   dialect: string
   model: string
   input: { kind: 'chat'; messages: ChatMessage[] } | { kind: 'text'; prompt: string }

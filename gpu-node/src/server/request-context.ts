@@ -3,7 +3,8 @@
  * headers, timing, what happened (for the one log line), and whether the client went away.
  */
 import { randomUUID } from 'node:crypto'
-import type { Dialect, FinishReason } from '../../../shared/src/generation.ts'
+import type { Dialect } from '../../../shared/src/dialects/index.ts'
+import type { FinishReason } from '../../../shared/src/generation.ts'
 import { parseWireHeaders, type WireHeaders } from '../../../shared/src/wire-headers.ts'
 import { RequestTimer } from '../metrics/request-timer.ts'
 import type { NodeMetrics } from '../metrics/node-metrics.ts'
