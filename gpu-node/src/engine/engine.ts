@@ -152,10 +152,10 @@ export class Engine implements EngineHandle {
   }
 
   /** Runs one plan and applies its result; returns the events of both. */
-  private async step(plan: StepPlan): Promise<RequestEvent[]> {
+  private async step(plan: StepPlan): Promise<readonly RequestEvent[]> {
     const startedAt = this.metrics.stepStarted()
     let result: StepResult
-    let events: RequestEvent[]
+    let events: readonly RequestEvent[]
     try {
       result = await this.opts.runner.step(plan)
       events = this.scheduler.update(plan, result)
@@ -169,7 +169,7 @@ export class Engine implements EngineHandle {
     return events
   }
 
-  private applyAborts(): RequestEvent[] {
+  private applyAborts(): readonly RequestEvent[] {
     for (const id of this.pendingAborts) {
       const seq = this.admitted.get(id)?.seq
       this.metrics.abortApplied(id, seq)

@@ -14,7 +14,7 @@ function limits(over: Partial<SchedulerLimits> = {}): SchedulerLimits {
 let nextId = 1
 /** Each test sequence's events by request id, delivered as the engine does from what the scheduler returns. */
 const inbox = new Map<string, EngineEvent[]>()
-function deliver(events: RequestEvent[]): void {
+function deliver(events: readonly RequestEvent[]): void {
   for (const { id, event } of events) inbox.get(id)?.push(event)
 }
 

@@ -9,6 +9,8 @@ export interface SchedulerLimits extends EngineLimits {
   kvBytesPerToken: number
 }
 
+const NO_EVENTS: readonly RequestEvent[] = Object.freeze([])
+
 /**
  * Decides each tick who runs. Contract:
  * - a tick is one decode step over every running sequence plus at most one prefill chunk of
@@ -74,7 +76,9 @@ export class Scheduler {
   }
 
   /** The events produced since the last call, in order. */
-  takeEvents(): RequestEvent[] {
+  takeEvents(): readonly RequestEvent[] {
+    // Most calls find nothing (aborts and deadline drops are rare): no array per call then.
+    if (this.outbox.length === 0) return NO_EVENTS
     const events = this.outbox
     this.outbox = []
     return events
@@ -92,7 +96,7 @@ export class Scheduler {
    * Applies the runner's sampled tokens: finishes sequences, moves prefilled ones into the batch,
    * and returns the resulting events (with any queued since the last takeEvents()).
    */
-  update(plan: StepPlan, result: StepResult): RequestEvent[] {
+  update(plan: StepPlan, result: StepResult): readonly RequestEvent[] {
     const { seqIds, tokens } = result.decoded
     for (let i = 0; i < seqIds.length; i++) {
       const seq = this.bySeqId.get(seqIds[i])
