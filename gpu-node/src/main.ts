@@ -38,6 +38,12 @@ async function main(log: Logger): Promise<void> {
   engine = loaded.engine
   const model = loaded.encoder.modelId
   metrics.setModel(model)
+  if (loaded.info.batching === 'equal-lengths') {
+    log.warn({
+      msg: 'batching: equal-length batches only',
+      why: 'model.onnx takes no position_ids: its positions follow the past length, so a left-padded row would be shifted; sequences share a step only when their lengths are equal (exact, less concurrent). Re-export with position_ids for continuous batching.',
+    })
+  }
 
   const server = createNodeServer({
     handler: createRequestHandler({
@@ -74,7 +80,7 @@ async function main(log: Logger): Promise<void> {
     exit: (code) => exitAfterFlush(code),
     log,
   })
-  log.info({ msg: 'ready', url, region: config.region, model, nodeId: config.nodeId, pid: process.pid, registry: Boolean(heartbeat) })
+  log.info({ msg: 'ready', url, region: config.region, model, batching: loaded.info.batching, nodeId: config.nodeId, pid: process.pid, registry: Boolean(heartbeat) })
 }
 
 function readConfig(): NodeConfig {

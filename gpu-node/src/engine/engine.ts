@@ -44,9 +44,9 @@ export class Engine implements EngineHandle {
   constructor(private readonly opts: EngineOptions) {
     this.now = opts.now ?? Date.now
     this.metrics = new StepMetrics(this.now, opts.observer)
-    const kvBytesPerToken = opts.runner.info.kvBytesPerToken
+    const { kvBytesPerToken, batching } = opts.runner.info
     this.scheduler = new Scheduler(
-      { ...opts.limits, kvBytesPerToken },
+      { ...opts.limits, kvBytesPerToken, batching },
       {
         onScheduled: (seq) => opts.observer?.onScheduled?.(seq.req.id, this.now() - seq.arrivalMs),
         onPreempted: (seq) => opts.observer?.onPreempted?.(seq.req.id),

@@ -195,6 +195,41 @@ describe('Scheduler', () => {
     expect(sched.hasWork).toBe(false)
   })
 
+  it('with equal-length batching, starts a sequence only into an empty batch or beside rows of its length', async () => {
+    const sched = new Scheduler(limits({ batching: 'equal-lengths', prefillChunkTokens: 12 }))
+    const runner = new ScriptedRunner()
+    const [a, b, c, d] = [seq(3, 4), seq(3, 4), seq(2, 4), seq(4, 2)]
+    for (const x of [a, b, c, d]) sched.add(x.s)
+    let plan = sched.schedule(0)
+    // c's 2 tokens would be left-padded beside a and b: it waits (and, in queue order, so does d).
+    expect(plan.prefill.map((p) => p.seqId)).toEqual([a.s.seqId, b.s.seqId])
+    deliver(sched.update(plan, await runner.step(plan)))
+    // a and b now hold 4 tokens each, as d's prompt does, but c is ahead of d in the queue.
+    expect(sched.schedule(0).prefill).toEqual([])
+    for (let tick = 0; tick < 100 && sched.hasWork; tick++) {
+      plan = sched.schedule(0)
+      deliver(sched.update(plan, await runner.step(plan)))
+      // Every step's batch rows hold the same number of tokens: nothing is ever padded.
+      expect(new Set(runner.rows.map((r) => r.len)).size).toBeLessThanOrEqual(1)
+    }
+    for (const x of [a, b, c, d]) expect(x.events.at(-1)).toMatchObject({ type: 'finish', reason: 'length' })
+  })
+
+  it('with equal-length batching, lets a whole prompt join rows it will equal in length', async () => {
+    const sched = new Scheduler(limits({ batching: 'equal-lengths', prefillChunkTokens: 12 }))
+    const runner = new ScriptedRunner()
+    const a = seq(3, 6)
+    sched.add(a.s)
+    let plan = sched.schedule(0)
+    deliver(sched.update(plan, await runner.step(plan)))
+    const d = seq(4, 3)
+    sched.add(d.s)
+    plan = sched.schedule(0)
+    expect(plan.prefill.map((p) => p.seqId)).toEqual([d.s.seqId])
+    deliver(sched.update(plan, await runner.step(plan)))
+    expect(runner.rows.map((r) => r.len)).toEqual([4, 4])
+  })
+
   it('static batching (the benchmark baseline) waits for a full batch, and admits nobody until it drains', async () => {
     const sched = new Scheduler(limits({ prefillChunkTokens: 64 }), {}, staticBatching(3, 1000))
     const runner = new ScriptedRunner()

@@ -2,11 +2,13 @@ import { continuousBatching, type BatchingPolicy } from './batching-policy.ts'
 import { AdmissionQueue } from './admission-queue.ts'
 import type { Sequence } from './sequence.ts'
 import type { EngineLimits, RequestEvent } from './types.ts'
-import type { PrefillPart, StepPlan, StepResult } from '../model/runner.ts'
+import type { Batching, PrefillPart, StepPlan, StepResult } from '../model/runner.ts'
 
 export interface SchedulerLimits extends EngineLimits {
   /** KV bytes per token per sequence, from the model. */
   kvBytesPerToken: number
+  /** Which rows may share a batch, from the model (default 'continuous'). */
+  batching?: Batching
 }
 
 const NO_EVENTS: readonly RequestEvent[] = Object.freeze([])
@@ -22,7 +24,10 @@ const NO_EVENTS: readonly RequestEvent[] = Object.freeze([])
  * - when growth would break the budget, the lowest-priority, latest-arrived running sequence is
  *   preempted: its KV is released and it goes back to the queue to be recomputed later
  *   (vLLM's recompute preemption), keeping the tokens it already produced;
- * - a sequence is admitted to prefill only if the batch, with it, still fits the budget.
+ * - a sequence is admitted to prefill only if the batch, with it, still fits the budget;
+ * - with 'equal-lengths' batching (a graph that derives positions from the past length), a
+ *   sequence starts only into an empty batch or beside rows it will equal in length when it
+ *   joins, so no row is ever left-padded: exact, at the cost of concurrency.
  * The scheduler holds no model and calls no consumer: it returns a StepPlan, applies a
  * StepResult, and returns the events both produced (text, finish) as plain data.
  */
@@ -150,6 +155,7 @@ export class Scheduler {
         this.cancel(next, 'error', 'deadline_exceeded')
         continue
       }
+      if (!this.joinsEqualRows(next)) return
       const len = next.tokens.length
       const width = Math.max(longest, len)
       if (this.prefilling.length > 0 && (this.prefilling.length + 1) * width > this.limits.prefillChunkTokens) return
@@ -163,6 +169,19 @@ export class Scheduler {
       longest = width
       if (len > this.limits.prefillChunkTokens) return
     }
+  }
+
+  /**
+   * Always true for 'continuous' batching. For 'equal-lengths': the batch is empty, or `seq` is
+   * a whole prompt (it joins in this tick, after the batch's decode step) with as many tokens as
+   * every running and prefilling row has now, so their KV lengths match when it joins.
+   */
+  private joinsEqualRows(seq: Sequence): boolean {
+    if (this.limits.batching !== 'equal-lengths') return true
+    if (this.running.length === 0 && this.prefilling.length === 0) return true
+    const len = seq.tokens.length
+    if (len > this.limits.prefillChunkTokens) return false
+    return this.running.every((r) => r.tokens.length === len) && this.prefilling.every((p) => p.tokens.length === len)
   }
 
   /** Would the batch, with `seq` and those already prefilling joined, stay within the batch cap and the KV budget? */

@@ -9,7 +9,7 @@ import { BatchKvCache, type BatchCache } from './batch-kv-cache.ts'
 import { generateModel } from '../../tools/generate-model/generate-model.ts'
 import { readModelDir, type ModelDir } from './model-dir.ts'
 import { ModelStep } from './model-step.ts'
-import { kvBytesPerToken, toModelInfo, type ModelInfo, type ModelRunner, type StepPlan } from './runner.ts'
+import { kvBytesPerToken, toModelInfo, type Batching, type ModelInfo, type ModelRunner, type StepPlan } from './runner.ts'
 import { readSessionIo } from './session-io.ts'
 import { SLOT_STEP, SlotKvCache } from './slot-kv-cache.ts'
 import { ModelTokenizer } from './tokenizer.ts'
@@ -53,10 +53,10 @@ class SharedPositions extends SlotKvCache {
   }
 }
 
-async function inProcessEngine(dir: ModelDir, cache?: (io: ReturnType<typeof readSessionIo>) => BatchCache, budget?: { tokens: number; observer: EngineObserver }) {
+async function inProcessEngine(dir: ModelDir, cache?: (io: ReturnType<typeof readSessionIo>) => BatchCache, budget?: { tokens: number; observer: EngineObserver }, batching?: Batching) {
   const session = await ort.InferenceSession.create(dir.onnxPath)
   const io = readSessionIo(session, dir.config)
-  const info = toModelInfo(dir, io)
+  const info = { ...toModelInfo(dir, io), ...(batching ? { batching } : {}) }
   const kvBudgetBytes = budget ? budget.tokens * info.kvBytesPerToken : 1 << 30
   const runner = new InProcessRunner(info, new ModelStep(session, io, info.vocabSize, info.eosTokenIds, { batch: cache?.(io), kvBudgetBytes }))
   return new Engine({ runner, decoder: new ModelTokenizer(dir), limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes, prefillChunkTokens: 16 }, ...(budget ? { observer: budget.observer } : {}) })
@@ -82,6 +82,7 @@ function requests(dir: ModelDir): EngineRequest[] {
 const concatRoot = mkdtempSync(join(tmpdir(), 'zerolayer-batching-concat-'))
 beforeAll(async () => {
   for (const preset of ['tiny', 'tiny-llama'] as const) await generateModel({ preset, outDir: join(concatRoot, preset), seed: 42, kvCache: 'concat' })
+  await generateModel({ preset: 'tiny-derived-positions', outDir: join(concatRoot, 'tiny-derived-positions'), seed: 42 })
 }, 30_000)
 afterAll(() => rmSync(concatRoot, { recursive: true, force: true }))
 
@@ -158,3 +159,69 @@ for (const [preset, kv] of [['tiny', 'slots'], ['tiny-llama', 'slots'], ['tiny',
     })
   })
 }
+
+/**
+ * A graph without position_ids (older Optimum GPT-2 exports) derives positions from the past
+ * length, the same for every row: in a left-padded batch a shorter row's positions are shifted.
+ * The node must detect it and batch only rows of equal length; the reference is `tiny` with
+ * explicit positions (same seed, same weights, same concat graph but for the position input).
+ */
+describe('a graph without position_ids (positions from the past length)', () => {
+  let derived: ModelDir
+  let explicit: ModelDir
+  beforeAll(() => {
+    derived = readModelDir(join(concatRoot, 'tiny-derived-positions'))
+    explicit = readModelDir(join(concatRoot, 'tiny'))
+  })
+
+  async function aloneOn(dir: ModelDir, reqs: EngineRequest[]): Promise<string[]> {
+    const single = await inProcessEngine(dir)
+    const out: string[] = []
+    for (const r of reqs) out.push(await generate(single, { ...r, id: `alone-${r.id}` }))
+    return out
+  }
+
+  it('is detected at load: equal-length batching', async () => {
+    const session = await ort.InferenceSession.create(derived.onnxPath)
+    const io = readSessionIo(session, derived.config)
+    expect({ hasPositionIds: io.hasPositionIds, kvCache: io.kvCache, batching: toModelInfo(derived, io).batching }).toEqual({ hasPositionIds: false, kvCache: 'concat', batching: 'equal-lengths' })
+  })
+
+  it('returns, for 9 concurrent greedy requests, the texts of the explicit-position model run alone', async () => {
+    const reqs = requests(derived)
+    const reference = await aloneOn(explicit, reqs)
+    expect(await aloneOn(derived, reqs)).toEqual(reference)
+    const batched = await inProcessEngine(derived)
+    expect(await Promise.all(reqs.map((r) => generate(batched, r)))).toEqual(reference)
+  })
+
+  it('still shares steps between requests of equal length', async () => {
+    const tok = new ModelTokenizer(derived)
+    const prompts = ['one two three four', 'six seven eight nine', 'red green blue white', 'up down left right'].map((p) => tok.encodeText(p))
+    // Four 3-token prompts fit one 16-token prefill chunk, so they start (and stay) equal.
+    const len = 3
+    expect(Math.min(...prompts.map((t) => t.length))).toBeGreaterThanOrEqual(len)
+    const reqs: EngineRequest[] = prompts.map((t) => t.slice(0, len)).map((promptTokens, i) => ({ id: `eq${i}`, promptTokens, maxTokens: 12, stop: [], sampling: GREEDY, priority: 0, ignoreEos: true }))
+    const reference = await aloneOn(explicit, reqs)
+    let widest = 0
+    const engine = await inProcessEngine(derived, undefined, { tokens: 1 << 20, observer: { onStep: (s) => void (widest = Math.max(widest, s.decodeRows)) } })
+    expect(await Promise.all(reqs.map((r) => generate(engine, r)))).toEqual(reference)
+    expect(widest).toBe(4)
+  })
+
+  it('would serve wrong text if batched continuously (control: the bug this mode prevents)', async () => {
+    const reqs = requests(derived)
+    const reference = await aloneOn(explicit, reqs)
+    const continuous = await inProcessEngine(derived, undefined, undefined, 'continuous')
+    expect(await Promise.all(reqs.map((r) => generate(continuous, r)))).not.toEqual(reference)
+  })
+
+  it('runs the same way through the worker-thread runner', async () => {
+    const loaded = await composeEngine({ modelDir: join(concatRoot, 'tiny-derived-positions'), executionProvider: 'cpu', limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 1024 * 1024 * 1024, prefillChunkTokens: 16 } })
+    expect(loaded.info.batching).toBe('equal-lengths')
+    const reqs = requests(derived).slice(0, 4)
+    const reference = await aloneOn(explicit, reqs)
+    expect(await Promise.all(reqs.map((r) => generate(loaded.engine, r)))).toEqual(reference)
+    await loaded.engine.close()
+  })
+})

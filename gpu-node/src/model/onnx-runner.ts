@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads'
 import type { ModelDir } from './model-dir.ts'
 import type { RunnerWorkerInit } from './runner-worker.ts'
-import { toModelInfo, type KvShape, type ModelInfo, type ModelRunner, type StepPlan, type StepResult } from './runner.ts'
+import { toModelInfo, type SessionShape, type ModelInfo, type ModelRunner, type StepPlan, type StepResult } from './runner.ts'
 
 export interface OnnxRunnerOptions {
   executionProvider: 'cpu' | 'cuda'
@@ -48,8 +48,8 @@ export class OnnxRunner implements ModelRunner {
       ...(opts.kvBudgetBytes ? { kvBudgetBytes: opts.kvBudgetBytes } : {}),
     }
     const worker = spawnTsWorker(new URL('./runner-worker.ts', import.meta.url), init)
-    const kv = await new Promise<KvShape>((resolve, reject) => {
-      worker.once('message', (msg: { type: string; io?: KvShape; message?: string }) => {
+    const kv = await new Promise<SessionShape>((resolve, reject) => {
+      worker.once('message', (msg: { type: string; io?: SessionShape; message?: string }) => {
         if (msg.type === 'ready') resolve(msg.io!)
         else reject(new Error(msg.message ?? 'model worker failed to start'))
       })

@@ -7,7 +7,7 @@ import * as ort from 'onnxruntime-node'
 import { ModelStep } from './model-step.ts'
 import { readSessionIo } from './session-io.ts'
 import type { ModelConfig } from './model-dir.ts'
-import type { StepPlan } from './runner.ts'
+import type { SessionShape, StepPlan } from './runner.ts'
 
 export interface RunnerWorkerInit {
   onnxPath: string
@@ -36,7 +36,8 @@ async function start(init: RunnerWorkerInit): Promise<void> {
       })
     const io = readSessionIo(session, init.config)
     step = new ModelStep(session, io, init.config.vocabSize, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes })
-    port.postMessage({ type: 'ready', io: { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim } })
+    const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, hasPositionIds: io.hasPositionIds }
+    port.postMessage({ type: 'ready', io: shape })
   } catch (e) {
     port.postMessage({ type: 'fatal', message: (e as Error).message })
     return

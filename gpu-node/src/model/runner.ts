@@ -12,7 +12,17 @@ export interface ModelInfo {
   /** KV cache bytes per token per sequence: 2 (K and V) × layers × kv heads × head dim × 4 bytes. */
   kvBytesPerToken: number
   eosTokenIds: number[]
+  /** Which rows may share a batch without changing a token (see Batching). */
+  batching: Batching
 }
+
+/**
+ * How rows may share a batch exactly. 'continuous': any rows, since each row's positions are
+ * fed (position_ids). 'equal-lengths': the graph has no position_ids input and derives
+ * positions from the past length, the same for every row, so a left-padded (shorter) row would
+ * be shifted: only rows of one length may share a step (scheduler.ts).
+ */
+export type Batching = 'continuous' | 'equal-lengths'
 
 /** The KV shape as the session declares it (see session-io.ts). */
 export interface KvShape {
@@ -21,18 +31,26 @@ export interface KvShape {
   headDim: number
 }
 
+/** What the worker reports of the loaded session: its KV shape and whether it takes positions. */
+export interface SessionShape extends KvShape {
+  hasPositionIds: boolean
+}
+
 /** KV cache bytes per token per sequence: 2 (K and V) × layers × kv heads × head dim × 4 bytes. */
 export function kvBytesPerToken(kv: KvShape): number {
   return 2 * kv.numLayers * kv.numKvHeads * kv.headDim * Float32Array.BYTES_PER_ELEMENT
 }
 
-export function toModelInfo(dir: ModelDir, kv: KvShape): ModelInfo {
+export function toModelInfo(dir: ModelDir, session: SessionShape): ModelInfo {
+  const { numLayers, numKvHeads, headDim } = session
+  const kv = { numLayers, numKvHeads, headDim }
   return {
     vocabSize: dir.config.vocabSize,
     ...kv,
     contextLength: dir.config.contextLength,
     kvBytesPerToken: kvBytesPerToken(kv),
     eosTokenIds: dir.eosTokenIds,
+    batching: session.hasPositionIds ? 'continuous' : 'equal-lengths',
   }
 }
 

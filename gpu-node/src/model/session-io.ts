@@ -48,6 +48,8 @@ export function readSessionIo(session: ort.InferenceSession, config: ModelConfig
   const numKvHeads = typeof shape[1] === 'number' ? shape[1] : config.numKvHeads
   const headDim = typeof shape[3] === 'number' ? shape[3] : config.headDim
   if (meta && meta.isTensor && meta.type !== 'float32') throw new Error(`model.onnx: KV cache type ${meta.type} is not supported (float32 only)`)
+  // A slot cache's past is its capacity, not a length: positions derived from it would be wrong for every row.
+  if (kvCache === 'slots' && !inputs.has('position_ids')) throw new Error('model.onnx: a new_key_values (slot KV) graph must take position_ids')
   return {
     numLayers,
     numKvHeads,

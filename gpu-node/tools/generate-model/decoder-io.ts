@@ -4,6 +4,8 @@
  *           past_key_values.{i}.key|value [B,H_kv,P,D] f32
  *   outputs logits [B,S,V] f32, present.{i}.key|value [B,H_kv,P+S,D] f32
  * The first step passes past tensors with P = 0.
+ * With `derivedPositions` there is no position_ids input: positions are arange(P, P+S) for every
+ * row, computed from the past length (older Optimum GPT-2 exports).
  * With `optionalInputs` the graph also declares, after the past tensors,
  *   use_cache_branch [1] bool (merged "--legacy" exports; ours computes the same either way)
  *   num_logits_to_keep [] i64 (logits only for the last N positions: [B,N,V]; 0 keeps all)
@@ -43,8 +45,8 @@ export const NUM_LOGITS_TO_KEEP = 'num_logits_to_keep'
 const KEPT = 'num_logits_to_keep_length'
 
 /** Input names in declaration order. */
-export function decoderInputNames(layers: number, optionalInputs = false, logitsToKeep = optionalInputs): string[] {
-  const names = ['input_ids', 'attention_mask', 'position_ids']
+export function decoderInputNames(layers: number, optionalInputs = false, logitsToKeep = optionalInputs, derivedPositions = false): string[] {
+  const names = derivedPositions ? ['input_ids', 'attention_mask'] : ['input_ids', 'attention_mask', 'position_ids']
   for (let i = 0; i < layers; i++) names.push(pastKeyName(i), pastValueName(i))
   if (optionalInputs) names.push(USE_CACHE_BRANCH)
   if (optionalInputs || logitsToKeep) names.push(NUM_LOGITS_TO_KEEP)
@@ -59,21 +61,32 @@ export function decoderOutputNames(layers: number): string[] {
 }
 
 export function declareDecoderInputs(g: GraphBuilder, p: ModelPreset): DecoderInputs {
+  if (p.derivedPositions && usesSlotCache(p)) throw new Error('derivedPositions needs the concat KV interface')
   const kvShape = [BATCH, kvHeadCount(p), usesSlotCache(p) ? CAPACITY : PAST, headDim(p)]
-  const inputs: DecoderInputs = {
-    inputIds: g.input('input_ids', 'int64', [BATCH, SEQ]),
-    attentionMask: g.input('attention_mask', 'int64', [BATCH, TOTAL]),
-    positionIds: g.input('position_ids', 'int64', [BATCH, SEQ]),
-    pastKeys: [],
-    pastValues: [],
-  }
+  const inputIds = g.input('input_ids', 'int64', [BATCH, SEQ])
+  const attentionMask = g.input('attention_mask', 'int64', [BATCH, TOTAL])
+  const positionIds = p.derivedPositions ? '' : g.input('position_ids', 'int64', [BATCH, SEQ])
+  const inputs: DecoderInputs = { inputIds, attentionMask, positionIds, pastKeys: [], pastValues: [] }
   for (let i = 0; i < p.layers; i++) {
     inputs.pastKeys.push(g.input(pastKeyName(i), 'float32', kvShape))
     inputs.pastValues.push(g.input(pastValueName(i), 'float32', kvShape))
   }
+  if (p.derivedPositions) inputs.positionIds = positionsFromPastLength(g, inputIds, inputs.pastKeys[0]!)
   if (p.optionalInputs) inputs.useCacheBranch = g.input(USE_CACHE_BRANCH, 'bool', [1])
   if (declaresLogitsToKeep(p)) inputs.numLogitsToKeep = g.input(NUM_LOGITS_TO_KEEP, 'int64', [])
   return inputs
+}
+
+/**
+ * [1,S] positions arange(P, P+S), P = the past's length (dim 2 of a past key), broadcast over the
+ * batch: what transformers' GPT-2 computes when no position_ids are given. Every row of a
+ * left-padded batch gets the same positions, so a padded row's are shifted by its padding.
+ */
+function positionsFromPastLength(g: GraphBuilder, inputIds: string, pastKey: string): string {
+  const dim = (value: string, axis: number) => g.op('Squeeze', [g.op('Shape', [value], { start: { int: axis }, end: { int: axis + 1 } }), g.ints([0])])
+  const past = dim(pastKey, 2)
+  const range = g.op('Range', [past, g.op('Add', [past, dim(inputIds, 1)]), g.intScalar(1)])
+  return g.op('Unsqueeze', [range, g.ints([0])])
 }
 
 /**

@@ -29,6 +29,8 @@ export interface GenerateModelOptions {
   logitsToKeep?: boolean
   /** KV interface; defaults to the preset's own (see presets.ts). */
   kvCache?: 'concat' | 'slots'
+  /** No position_ids input (positions from the past length); defaults to the preset's own. */
+  derivedPositions?: boolean
   /** Progress lines (the CLI prints them). */
   onProgress?: (message: string) => void
 }
@@ -70,6 +72,7 @@ export async function generateModel(options: GenerateModelOptions): Promise<Gene
     ...(options.optionalInputs === undefined ? {} : { optionalInputs: options.optionalInputs }),
     ...(options.logitsToKeep === undefined ? {} : { logitsToKeep: options.logitsToKeep }),
     ...(options.kvCache === undefined ? {} : { kvCache: options.kvCache }),
+    ...(options.derivedPositions === undefined ? {} : { derivedPositions: options.derivedPositions }),
   }
   const log = options.onProgress ?? (() => {})
   mkdirSync(outDir, { recursive: true })

@@ -19,6 +19,12 @@ interface OptionalInputsFlag {
    * cache-attention-graph.ts). Weights never depend on it.
    */
   kvCache?: 'concat' | 'slots'
+  /**
+   * No `position_ids` input: the graph derives positions from the past length,
+   * arange(past, past + S) for every row, as older Optimum GPT-2 exports do. Concat KV only
+   * (a slot cache's past is its capacity, not a length). Weights never depend on it.
+   */
+  derivedPositions?: boolean
 }
 
 export interface GptPreset extends OptionalInputsFlag {
@@ -53,6 +59,8 @@ export const PRESETS = {
   tiny: { family: 'gpt2', vocabSize: 512, hidden: 256, layers: 4, heads: 4, maxPositions: 1024, kvCache: 'slots' },
   /** `tiny` (same seed, same weights) with Optimum's interface: concat KV and the optional inputs. */
   'tiny-optimum-legacy': { family: 'gpt2', vocabSize: 512, hidden: 256, layers: 4, heads: 4, maxPositions: 1024, optionalInputs: true },
+  /** `tiny` (same seed, same weights) in the older Optimum GPT-2 layout: concat KV, no position_ids input. */
+  'tiny-derived-positions': { family: 'gpt2', vocabSize: 512, hidden: 256, layers: 4, heads: 4, maxPositions: 1024, derivedPositions: true },
   small: { family: 'gpt2', vocabSize: 32000, hidden: 512, layers: 8, heads: 8, maxPositions: 2048, logitsToKeep: true, kvCache: 'slots' },
   'tiny-llama': {
     family: 'llama', vocabSize: 512, hidden: 256, intermediate: 704, layers: 4, heads: 8, kvHeads: 2,
