@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs'
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as ort from 'onnxruntime-node'
@@ -58,7 +58,7 @@ async function inProcessEngine(dir: ModelDir, cache?: (io: ReturnType<typeof rea
   const io = readSessionIo(session, dir.config)
   const info = { ...toModelInfo(dir, io), ...(batching ? { batching } : {}) }
   const kvBudgetBytes = budget ? budget.tokens * info.kvBytesPerToken : 1 << 30
-  const runner = new InProcessRunner(info, new ModelStep(session, io, info.vocabSize, info.eosTokenIds, { batch: cache?.(io), kvBudgetBytes }))
+  const runner = new InProcessRunner(info, new ModelStep(session, io, info.eosTokenIds, { batch: cache?.(io), kvBudgetBytes }))
   return new Engine({ runner, decoder: new ModelTokenizer(dir), limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes, prefillChunkTokens: 16 }, ...(budget ? { observer: budget.observer } : {}) })
 }
 
@@ -223,5 +223,27 @@ describe('a graph without position_ids (positions from the past length)', () => 
     const reference = await aloneOn(explicit, reqs)
     expect(await Promise.all(reqs.map((r) => generate(loaded.engine, r)))).toEqual(reference)
     await loaded.engine.close()
+  })
+})
+
+/**
+ * Many exports pad the vocabulary: logits are wider than config.json's vocab_size. Rows must be
+ * read by the logits tensor's own shape, or every batch row after the first reads another row's
+ * numbers. `tiny` (512 logits) with config.json saying 500: batched texts equal those alone.
+ */
+describe('logits wider than config vocab_size (a padded vocabulary)', () => {
+  it('returns, for 9 concurrent greedy requests, exactly the text each gets alone', async () => {
+    const path = join(concatRoot, 'tiny-padded-vocab')
+    cpSync('models/tiny', path, { recursive: true })
+    const configPath = join(path, 'config.json')
+    writeFileSync(configPath, JSON.stringify({ ...JSON.parse(readFileSync(configPath, 'utf8')), vocab_size: 500 }))
+    const dir = readModelDir(path)
+    expect(dir.config.vocabSize).toBe(500)
+    const reqs = requests(dir)
+    const single = await inProcessEngine(dir)
+    const alone: string[] = []
+    for (const r of reqs) alone.push(await generate(single, { ...r, id: `alone-${r.id}` }))
+    const batched = await inProcessEngine(dir)
+    expect(await Promise.all(reqs.map((r) => generate(batched, r)))).toEqual(alone)
   })
 })

@@ -20,7 +20,6 @@ export class ModelStep {
   constructor(
     private readonly session: ort.InferenceSession,
     private readonly io: SessionIo,
-    private readonly vocabSize: number,
     private readonly eosTokenIds: number[],
     opts: {
       /** Injectable so a test can prove that wrong positions would be caught. */
@@ -61,10 +60,9 @@ export class ModelStep {
   private async decode(): Promise<StepResult['decoded']> {
     const outputs = await this.session.run(this.batch.decodeFeeds())
     this.batch.acceptDecode(outputs)
-    const logits = (outputs.logits as ort.Tensor).data as Float32Array
     const seqIds = this.batch.seqIds.slice()
     const tokens = seqIds.map((id, r) => {
-      const token = this.samplerOf(id).sample(logits.subarray(r * this.vocabSize, (r + 1) * this.vocabSize))
+      const token = this.samplerOf(id).sample(this.lastLogits(outputs, r))
       this.batch.nextTokens[r] = token
       return token
     })
@@ -134,7 +132,11 @@ export class ModelStep {
     return cache
   }
 
-  /** Row `row`'s logits at its last position (with left padding, the last column for every row). */
+  /**
+   * Row `row`'s logits at its last position (with left padding, the last column for every row),
+   * indexed by the tensor's own shape: an export whose logits are wider than config.json's
+   * vocab_size (a padded vocabulary) must not shift the rows after the first.
+   */
   private lastLogits(outputs: ort.InferenceSession.ReturnType, row: number): Float32Array {
     const t = outputs.logits as ort.Tensor
     const [, positions, v] = t.dims

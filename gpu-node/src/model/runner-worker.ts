@@ -35,7 +35,7 @@ async function start(init: RunnerWorkerInit): Promise<void> {
         throw new Error(`model directory: model.onnx: ONNX Runtime could not load it (${init.executionProvider} provider): ${e.message}`)
       })
     const io = readSessionIo(session, init.config)
-    step = new ModelStep(session, io, init.config.vocabSize, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes })
+    step = new ModelStep(session, io, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes })
     const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, hasPositionIds: io.hasPositionIds }
     port.postMessage({ type: 'ready', io: shape })
   } catch (e) {

@@ -74,7 +74,7 @@ async function run(dir: string, slotStep?: number, kvBudgetBytes?: number): Prom
     },
   } as unknown as ort.InferenceSession
   const batch = io.kvCache === 'slots' ? new SlotKvCache(io, slotStep) : new BatchKvCache(io)
-  const step = new ModelStep(recording, io, model.config.vocabSize, model.eosTokenIds, { batch, ...(kvBudgetBytes ? { kvBudgetBytes } : {}) })
+  const step = new ModelStep(recording, io, model.eosTokenIds, { batch, ...(kvBudgetBytes ? { kvBudgetBytes } : {}) })
   const results: StepResult[] = []
   const capacities: number[] = []
   const held: number[] = []
