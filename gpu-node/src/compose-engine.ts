@@ -21,11 +21,13 @@ export interface ComposedEngine {
   encoder: PromptEncoder
   engine: Engine
   info: ModelInfo
+  /** The graph served, relative to the model directory. */
+  onnxFile: string
 }
 
 export async function composeEngine(opts: ComposeEngineOptions): Promise<ComposedEngine> {
   const { limits, observer, policy, ...model } = opts
-  const { runner, tokenizer, encoder } = await loadModel({ ...model, kvBudgetBytes: limits.kvBudgetBytes })
+  const { runner, tokenizer, encoder, onnxFile } = await loadModel({ ...model, kvBudgetBytes: limits.kvBudgetBytes })
   const engine = new Engine({
     runner,
     decoder: tokenizer,
@@ -33,5 +35,5 @@ export async function composeEngine(opts: ComposeEngineOptions): Promise<Compose
     ...(observer ? { observer } : {}),
     ...(policy ? { policy } : {}),
   })
-  return { encoder, engine, info: runner.info }
+  return { encoder, engine, info: runner.info, onnxFile }
 }

@@ -21,14 +21,14 @@ describe('parseNodeConfig', () => {
 
   it('reads every variable', () => {
     const c = parseNodeConfig({
-      MODEL_DIR: 'models/small', HOST: '0.0.0.0', PORT: '9102', NODE_ID: 'eu-1', REGION: 'eu-west', REGION_LAT: '53.3',
+      MODEL_DIR: 'models/small', MODEL_FILE: 'onnx/model.onnx', HOST: '0.0.0.0', PORT: '9102', NODE_ID: 'eu-1', REGION: 'eu-west', REGION_LAT: '53.3',
       REGION_LON: '-6.3', PUBLIC_URL: 'https://eu.example.com', ALLOW_UNSIGNED: '1', UPSTASH_REDIS_REST_URL: 'http://127.0.0.1:8079',
       UPSTASH_REDIS_REST_TOKEN: 'tok', MAX_BATCH: '8', MAX_QUEUE: '16', KV_BUDGET_MB: '64', PREFILL_CHUNK: '32',
       EXECUTION_PROVIDER: 'cuda', INTRA_OP_THREADS: '2', TLS_CERT: '/c.pem', TLS_KEY: '/k.pem', MAX_BODY_BYTES: '2048',
       KEEPALIVE_MS: '100', DRAIN_GRACE_MS: '50',
     })
     expect(c).toMatchObject({
-      modelDir: 'models/small', host: '0.0.0.0', port: 9102, nodeId: 'eu-1', region: 'eu-west', lat: 53.3, lon: -6.3,
+      modelDir: 'models/small', modelFile: 'onnx/model.onnx', host: '0.0.0.0', port: 9102, nodeId: 'eu-1', region: 'eu-west', lat: 53.3, lon: -6.3,
       publicUrl: 'https://eu.example.com', allowUnsigned: true, upstash: { url: 'http://127.0.0.1:8079', token: 'tok' },
       limits: { maxBatch: 8, maxQueue: 16, kvBudgetBytes: 64 * 1024 * 1024, prefillChunkTokens: 32 }, executionProvider: 'cuda',
       intraOpThreads: 2, tls: { certFile: '/c.pem', keyFile: '/k.pem' }, maxBodyBytes: 2048, keepAliveMs: 100, drainGraceMs: 50,

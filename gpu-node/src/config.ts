@@ -20,6 +20,7 @@ const optionalString = z
 
 const EnvSchema = z.object({
   MODEL_DIR: z.string().min(1).default('models/tiny'),
+  MODEL_FILE: optionalString,
   HOST: z.string().min(1).default('127.0.0.1'),
   PORT: int(0, 65535).default(9101),
   NODE_ID: optionalString,
@@ -47,6 +48,8 @@ const EnvSchema = z.object({
 
 export interface NodeConfig {
   modelDir: string
+  /** The ONNX graph inside modelDir; undefined: the first of the usual export names present. */
+  modelFile?: string
   host: string
   port: number
   nodeId: string
@@ -96,6 +99,7 @@ export function parseNodeConfig(env: Record<string, string | undefined>): NodeCo
 
   return {
     modelDir: e.MODEL_DIR,
+    modelFile: e.MODEL_FILE,
     host: e.HOST,
     port: e.PORT,
     nodeId: e.NODE_ID ?? `${e.REGION}-${hostname()}-${e.PORT}`,

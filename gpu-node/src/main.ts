@@ -30,6 +30,7 @@ async function main(log: Logger): Promise<void> {
   await ensureGeneratedModel(config.modelDir, (line) => log.info({ msg: line }))
   const loaded = await composeEngine({
     modelDir: config.modelDir,
+    ...(config.modelFile ? { modelFile: config.modelFile } : {}),
     executionProvider: config.executionProvider,
     intraOpThreads: config.intraOpThreads,
     limits: config.limits,
@@ -41,7 +42,7 @@ async function main(log: Logger): Promise<void> {
   if (loaded.info.batching === 'equal-lengths') {
     log.warn({
       msg: 'batching: equal-length batches only',
-      why: 'model.onnx takes no position_ids: its positions follow the past length, so a left-padded row would be shifted; sequences share a step only when their lengths are equal (exact, less concurrent). Re-export with position_ids for continuous batching.',
+      why: 'the ONNX graph takes no position_ids: its positions follow the past length, so a left-padded row would be shifted; sequences share a step only when their lengths are equal (exact, less concurrent). Re-export with position_ids for continuous batching.',
     })
   }
 
@@ -80,7 +81,7 @@ async function main(log: Logger): Promise<void> {
     exit: (code) => exitAfterFlush(code),
     log,
   })
-  log.info({ msg: 'ready', url, region: config.region, model, batching: loaded.info.batching, nodeId: config.nodeId, pid: process.pid, registry: Boolean(heartbeat) })
+  log.info({ msg: 'ready', url, region: config.region, model, graph: loaded.onnxFile, batching: loaded.info.batching, nodeId: config.nodeId, pid: process.pid, registry: Boolean(heartbeat) })
 }
 
 function readConfig(): NodeConfig {

@@ -6,6 +6,8 @@ import { ModelTokenizer } from './tokenizer.ts'
 
 export interface LoadModelOptions {
   modelDir: string
+  /** The graph inside modelDir (MODEL_FILE); by default the first of model-dir.ts's MODEL_FILES present. */
+  modelFile?: string
   executionProvider: 'cpu' | 'cuda'
   /** 0 or absent: ONNX Runtime chooses. */
   intraOpThreads?: number
@@ -19,11 +21,13 @@ export interface LoadedModel {
   /** Token ids → text, for the engine's detokenizer. */
   tokenizer: ModelTokenizer
   encoder: PromptEncoder
+  /** The graph served, relative to the model directory. */
+  onnxFile: string
 }
 
 /** model dir → tokenizer + chat template + ONNX Runtime worker. Knows nothing of scheduling. */
 export async function loadModel(opts: LoadModelOptions): Promise<LoadedModel> {
-  const dir = readModelDir(opts.modelDir)
+  const dir = readModelDir(opts.modelDir, opts.modelFile)
   const tokenizer = new ModelTokenizer(dir)
   const template = new ChatTemplate(dir)
   const runner = await OnnxRunner.start(dir, {
@@ -37,5 +41,5 @@ export async function loadModel(opts: LoadModelOptions): Promise<LoadedModel> {
     encodeChat: (messages) => tokenizer.encodeTemplate(template.render(messages)),
     encodeText: (prompt) => tokenizer.encodeText(prompt),
   }
-  return { runner, tokenizer, encoder }
+  return { runner, tokenizer, encoder, onnxFile: dir.onnxFile }
 }

@@ -1,4 +1,4 @@
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -42,6 +42,29 @@ describe('readModelDir', () => {
     const dir = copyOfTiny()
     breakIt(dir)
     expect(() => readModelDir(dir)).toThrow(message)
+  })
+
+  it.each([
+    ["Optimum's merged decoder", 'decoder_model_merged.onnx'],
+    ["Optimum's decoder with past", 'decoder_with_past_model.onnx'],
+    ["onnx-community's onnx/ folder", 'onnx/model.onnx'],
+  ])('finds the graph under %s (%s)', (_layout, file) => {
+    const dir = copyOfTiny()
+    mkdirSync(join(dir, 'onnx'))
+    renameSync(join(dir, 'model.onnx'), join(dir, file))
+    expect(readModelDir(dir)).toMatchObject({ onnxFile: file, onnxPath: join(dir, file) })
+  })
+
+  it('serves the variant MODEL_FILE names, and names it when it is missing', async () => {
+    const dir = copyOfTiny()
+    mkdirSync(join(dir, 'onnx'))
+    renameSync(join(dir, 'model.onnx'), join(dir, 'onnx/model_quantized.onnx'))
+    expect(() => readModelDir(dir)).toThrow(/model\.onnx: missing .*MODEL_FILE/)
+    expect(() => readModelDir(dir, 'onnx/model_q4.onnx')).toThrow(/onnx\/model_q4\.onnx: missing/)
+    const loaded = await loadModel({ modelDir: dir, modelFile: 'onnx/model_quantized.onnx', executionProvider: 'cpu', kvBudgetBytes: 1024 * 1024 })
+    expect(loaded.onnxFile).toBe('onnx/model_quantized.onnx')
+    expect(loaded.runner.info).toMatchObject({ numLayers: 4, batching: 'continuous' })
+    await loaded.runner.close()
   })
 
   it('refuses an ONNX file that is not a decoder with past, naming the file', async () => {

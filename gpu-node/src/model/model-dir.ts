@@ -7,6 +7,21 @@ import { z } from 'zod'
  * tokenizer.json, tokenizer_config.json, generation_config.json. Reading it validates every
  * file once and fails with one message naming the file and what is wrong.
  */
+
+/**
+ * Where exports put the decoder-with-past graph, in the order looked for when MODEL_FILE is not
+ * set: Optimum's `model.onnx`, its merged (`use_cache_branch`) and with-past decoders, then the
+ * same under `onnx/` (onnx-community's layout, which transformers.js reads). A directory holding
+ * several variants (`onnx/model_quantized.onnx`, …) serves the one MODEL_FILE names.
+ */
+export const MODEL_FILES = [
+  'model.onnx',
+  'decoder_model_merged.onnx',
+  'decoder_with_past_model.onnx',
+  'onnx/model.onnx',
+  'onnx/decoder_model_merged.onnx',
+  'onnx/decoder_with_past_model.onnx',
+] as const
 export class ModelDirError extends Error {
   constructor(
     readonly file: string,
@@ -31,6 +46,8 @@ export interface ModelConfig {
 export interface ModelDir {
   path: string
   onnxPath: string
+  /** The graph's file, relative to `path` (errors and logs name it). */
+  onnxFile: string
   /** The id served as `model` (the directory's name unless config says otherwise). */
   modelId: string
   config: ModelConfig
@@ -65,10 +82,13 @@ const GenerationConfig = z
   .object({ eos_token_id: z.union([z.number().int(), z.array(z.number().int())]).nullish() })
   .loose()
 
-export function readModelDir(path: string): ModelDir {
+/** `modelFile`: the graph's path relative to `path` (MODEL_FILE); by default the first of MODEL_FILES present. */
+export function readModelDir(path: string, modelFile?: string): ModelDir {
   if (!existsSync(path)) throw new ModelDirError(path, 'directory does not exist (run `npm run model:tiny` to generate the tiny model)')
-  const onnxPath = join(path, 'model.onnx')
-  if (!existsSync(onnxPath)) throw new ModelDirError('model.onnx', `missing in ${path}`)
+  const onnxFile = modelFile ?? MODEL_FILES.find((f) => existsSync(join(path, f)))
+  if (onnxFile === undefined) throw new ModelDirError('model.onnx', `missing in ${path} (looked for ${MODEL_FILES.join(', ')}; set MODEL_FILE for another name)`)
+  const onnxPath = join(path, onnxFile)
+  if (!existsSync(onnxPath)) throw new ModelDirError(onnxFile, `missing in ${path} (MODEL_FILE)`)
   const rawConfig = parseWith(path, 'config.json', HfConfig)
   const config = toModelConfig(rawConfig)
   const tokenizerJson = parseWith(path, 'tokenizer.json', z.object({ model: z.object({ type: z.string() }).loose() }).loose())
@@ -77,7 +97,7 @@ export function readModelDir(path: string): ModelDir {
   const eos = generation.eos_token_id ?? rawConfig.eos_token_id
   const eosTokenIds = eos === undefined || eos === null ? [] : Array.isArray(eos) ? eos : [eos]
   const modelId = path.replace(/\/+$/, '').split('/').pop() || 'model'
-  return { path, onnxPath, modelId, config, tokenizerJson, tokenizerConfig, eosTokenIds }
+  return { path, onnxPath, onnxFile, modelId, config, tokenizerJson, tokenizerConfig, eosTokenIds }
 }
 
 function toModelConfig(c: z.infer<typeof HfConfig>): ModelConfig {

@@ -41,6 +41,7 @@ export class OnnxRunner implements ModelRunner {
   static async start(dir: ModelDir, opts: OnnxRunnerOptions): Promise<OnnxRunner> {
     const init: RunnerWorkerInit = {
       onnxPath: dir.onnxPath,
+      onnxFile: dir.onnxFile,
       config: dir.config,
       eosTokenIds: dir.eosTokenIds,
       executionProvider: opts.executionProvider,

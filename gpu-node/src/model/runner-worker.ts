@@ -11,6 +11,8 @@ import type { SessionShape, StepPlan } from './runner.ts'
 
 export interface RunnerWorkerInit {
   onnxPath: string
+  /** The graph's name in the model directory, for errors. */
+  onnxFile: string
   config: ModelConfig
   eosTokenIds: number[]
   executionProvider: 'cpu' | 'cuda'
@@ -32,9 +34,9 @@ async function start(init: RunnerWorkerInit): Promise<void> {
         ...(init.intraOpThreads ? { intraOpNumThreads: init.intraOpThreads } : {}),
       })
       .catch((e: Error) => {
-        throw new Error(`model directory: model.onnx: ONNX Runtime could not load it (${init.executionProvider} provider): ${e.message}`)
+        throw new Error(`model directory: ${init.onnxFile}: ONNX Runtime could not load it (${init.executionProvider} provider): ${e.message}`)
       })
-    const io = readSessionIo(session, init.config)
+    const io = readSessionIo(session, init.config, init.onnxFile)
     step = new ModelStep(session, io, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes })
     const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, hasPositionIds: io.hasPositionIds }
     port.postMessage({ type: 'ready', io: shape })

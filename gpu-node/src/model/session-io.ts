@@ -27,29 +27,30 @@ export interface SessionIo {
   hasNumLogitsToKeep: boolean
 }
 
-export function readSessionIo(session: ort.InferenceSession, config: ModelConfig): SessionIo {
+/** `file` names the graph in errors (the model directory's onnxFile). */
+export function readSessionIo(session: ort.InferenceSession, config: ModelConfig, file = 'model.onnx'): SessionIo {
   const inputs = new Set(session.inputNames)
   const outputs = new Set(session.outputNames)
   for (const name of ['input_ids', 'attention_mask']) {
-    if (!inputs.has(name)) throw new Error(`model.onnx: input "${name}" missing; expected an Optimum decoder-with-past export`)
+    if (!inputs.has(name)) throw new Error(`${file}: input "${name}" missing; expected an Optimum decoder-with-past export`)
   }
-  if (!outputs.has('logits')) throw new Error('model.onnx: output "logits" missing')
+  if (!outputs.has('logits')) throw new Error(`${file}: output "logits" missing`)
   let numLayers = 0
   while (inputs.has(`past_key_values.${numLayers}.key`)) numLayers++
-  if (numLayers === 0) throw new Error('model.onnx: no past_key_values.0.key input; export the model "with past" (Optimum task text-generation-with-past)')
+  if (numLayers === 0) throw new Error(`${file}: no past_key_values.0.key input; export the model "with past" (Optimum task text-generation-with-past)`)
   const idx = Array.from({ length: numLayers }, (_, i) => i)
   const kvCache = outputs.has('new_key_values.0.key') ? 'slots' : 'concat'
   const out = kvCache === 'slots' ? 'new_key_values' : 'present'
   const presentKey = idx.map((i) => `${out}.${i}.key`)
   const presentValue = idx.map((i) => `${out}.${i}.value`)
-  for (const name of [...presentKey, ...presentValue]) if (!outputs.has(name)) throw new Error(`model.onnx: output "${name}" missing`)
+  for (const name of [...presentKey, ...presentValue]) if (!outputs.has(name)) throw new Error(`${file}: output "${name}" missing`)
   const meta = session.inputMetadata.find((m) => m.name === 'past_key_values.0.key')
   const shape = meta && meta.isTensor ? meta.shape : []
   const numKvHeads = typeof shape[1] === 'number' ? shape[1] : config.numKvHeads
   const headDim = typeof shape[3] === 'number' ? shape[3] : config.headDim
-  if (meta && meta.isTensor && meta.type !== 'float32') throw new Error(`model.onnx: KV cache type ${meta.type} is not supported (float32 only)`)
+  if (meta && meta.isTensor && meta.type !== 'float32') throw new Error(`${file}: KV cache type ${meta.type} is not supported (float32 only)`)
   // A slot cache's past is its capacity, not a length: positions derived from it would be wrong for every row.
-  if (kvCache === 'slots' && !inputs.has('position_ids')) throw new Error('model.onnx: a new_key_values (slot KV) graph must take position_ids')
+  if (kvCache === 'slots' && !inputs.has('position_ids')) throw new Error(`${file}: a new_key_values (slot KV) graph must take position_ids`)
   return {
     numLayers,
     numKvHeads,
