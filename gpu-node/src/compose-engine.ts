@@ -6,7 +6,7 @@
 import type { BatchingPolicy } from './engine/batching-policy.ts'
 import { Engine } from './engine/engine.ts'
 import type { EngineLimits, EngineObserver } from './engine/types.ts'
-import { loadModel, type LoadModelOptions } from './model/load-model.ts'
+import { loadModel, type LoadModelOptions, type ServedFiles } from './model/load-model.ts'
 import type { PromptEncoder } from './model/prompt-encoder.ts'
 import type { ModelInfo } from './model/runner.ts'
 
@@ -21,13 +21,12 @@ export interface ComposedEngine {
   encoder: PromptEncoder
   engine: Engine
   info: ModelInfo
-  /** The graph served, relative to the model directory. */
-  onnxFile: string
+  served: ServedFiles
 }
 
 export async function composeEngine(opts: ComposeEngineOptions): Promise<ComposedEngine> {
   const { limits, observer, policy, ...model } = opts
-  const { runner, tokenizer, encoder, onnxFile } = await loadModel({ ...model, kvBudgetBytes: limits.kvBudgetBytes })
+  const { runner, tokenizer, encoder, served } = await loadModel({ ...model, kvBudgetBytes: limits.kvBudgetBytes })
   const engine = new Engine({
     runner,
     decoder: tokenizer,
@@ -35,5 +34,5 @@ export async function composeEngine(opts: ComposeEngineOptions): Promise<Compose
     ...(observer ? { observer } : {}),
     ...(policy ? { policy } : {}),
   })
-  return { encoder, engine, info: runner.info, onnxFile }
+  return { encoder, engine, info: runner.info, served }
 }

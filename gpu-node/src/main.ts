@@ -39,6 +39,9 @@ async function main(log: Logger): Promise<void> {
   engine = loaded.engine
   const model = loaded.encoder.modelId
   metrics.setModel(model)
+  if (loaded.served.chatTemplate === 'ChatML fallback') {
+    log.warn({ msg: 'chat template: ChatML fallback', why: 'the model directory has no chat_template.jinja and tokenizer_config.json has no chat_template' })
+  }
   if (loaded.info.batching === 'equal-lengths') {
     log.warn({
       msg: 'batching: equal-length batches only',
@@ -81,7 +84,7 @@ async function main(log: Logger): Promise<void> {
     exit: (code) => exitAfterFlush(code),
     log,
   })
-  log.info({ msg: 'ready', url, region: config.region, model, graph: loaded.onnxFile, batching: loaded.info.batching, nodeId: config.nodeId, pid: process.pid, registry: Boolean(heartbeat) })
+  log.info({ msg: 'ready', url, region: config.region, model, ...loaded.served, batching: loaded.info.batching, nodeId: config.nodeId, pid: process.pid, registry: Boolean(heartbeat) })
 }
 
 function readConfig(): NodeConfig {

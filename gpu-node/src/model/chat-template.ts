@@ -1,23 +1,39 @@
 import { Template } from '@huggingface/jinja'
+import { ApiError } from '../../../shared/src/api-error.ts'
+import { clipText } from '../../../shared/src/clip-text.ts'
 import type { ChatMessage } from '../../../shared/src/generation.ts'
-import { ModelDirError, type ModelDir } from './model-dir.ts'
+import { CHAT_TEMPLATE_FILE, ModelDirError, type ModelDir } from './model-dir.ts'
 
 /** ChatML, for model directories that ship no template (base models). */
 const FALLBACK_TEMPLATE =
   "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 
-/** The model's Jinja chat template (tokenizer_config.json `chat_template`), compiled once. */
+/** Where the template came from, as the node's start-up log says it. */
+export type ChatTemplateSource = typeof CHAT_TEMPLATE_FILE | 'tokenizer_config.json' | 'ChatML fallback'
+
+/**
+ * The model's Jinja chat template, compiled once: `chat_template.jinja` if the directory has
+ * one (as newer transformers save it), else tokenizer_config.json's `chat_template`, else ChatML.
+ * @huggingface/jinja gives real templates what they use: raise_exception, strftime_now,
+ * namespace, loop controls, tojson and the usual filters.
+ */
 export class ChatTemplate {
+  readonly source: ChatTemplateSource
   private readonly template: Template
+  private readonly text: string
   private readonly specials: Record<string, string>
 
   constructor(dir: ModelDir) {
     const raw = dir.tokenizerConfig.chat_template
-    const source = typeof raw === 'string' ? raw : Array.isArray(raw) ? defaultNamed(raw) : FALLBACK_TEMPLATE
+    const configured = typeof raw === 'string' ? raw : Array.isArray(raw) ? defaultNamed(raw) : undefined
+    const [source, text]: [ChatTemplateSource, string] =
+      dir.chatTemplateJinja !== undefined ? [CHAT_TEMPLATE_FILE, dir.chatTemplateJinja] : configured !== undefined ? ['tokenizer_config.json', configured] : ['ChatML fallback', FALLBACK_TEMPLATE]
+    this.source = source
+    this.text = text
     try {
-      this.template = new Template(source)
+      this.template = new Template(text)
     } catch (e) {
-      throw new ModelDirError('tokenizer_config.json', `chat_template does not compile: ${(e as Error).message}`)
+      throw new ModelDirError(source === CHAT_TEMPLATE_FILE ? CHAT_TEMPLATE_FILE : 'tokenizer_config.json', `chat_template does not compile: ${(e as Error).message}`)
     }
     this.specials = {}
     for (const name of ['bos_token', 'eos_token', 'unk_token', 'pad_token']) {
@@ -27,15 +43,35 @@ export class ChatTemplate {
     }
   }
 
+  /**
+   * The prompt for `messages`, with the generation prompt. A template that refuses the
+   * conversation (raise_exception: roles that do not alternate, a system message where none is
+   * allowed) is the client's 400, as vLLM answers it.
+   */
   render(messages: ChatMessage[]): string {
-    return this.template.render({ messages, add_generation_prompt: true, ...this.specials })
+    try {
+      return this.template.render({ messages, add_generation_prompt: true, ...this.specials })
+    } catch (e) {
+      throw new ApiError('invalid_request', `The model's chat template does not accept these messages${this.authorsWords(e)}.`, { param: 'messages' })
+    }
+  }
+
+  /**
+   * The refusal in the template author's words when it is a literal of the template
+   * (`raise_exception('Conversation roles must alternate…')`); anything else (an interpreter
+   * error, a message built from the request's values) is not echoed.
+   */
+  private authorsWords(e: unknown): string {
+    const why = e instanceof Error ? e.message : ''
+    if (why === '' || !(this.text.includes(`'${why}'`) || this.text.includes(`"${why}"`))) return ''
+    return `: ${clipText(why)}`
   }
 }
 
 /** Newer configs may list several named templates; the one named "default" is the chat one. */
-function defaultNamed(list: unknown[]): string {
+function defaultNamed(list: unknown[]): string | undefined {
   for (const t of list) {
     if (t && typeof t === 'object' && (t as { name?: unknown }).name === 'default') return String((t as { template: unknown }).template)
   }
-  return FALLBACK_TEMPLATE
+  return undefined
 }

@@ -1,4 +1,4 @@
-import { ChatTemplate } from './chat-template.ts'
+import { ChatTemplate, type ChatTemplateSource } from './chat-template.ts'
 import { readModelDir } from './model-dir.ts'
 import { OnnxRunner } from './onnx-runner.ts'
 import type { PromptEncoder } from './prompt-encoder.ts'
@@ -21,8 +21,14 @@ export interface LoadedModel {
   /** Token ids → text, for the engine's detokenizer. */
   tokenizer: ModelTokenizer
   encoder: PromptEncoder
-  /** The graph served, relative to the model directory. */
-  onnxFile: string
+  served: ServedFiles
+}
+
+/** Which of the directory's files the node serves, for its start-up log. */
+export interface ServedFiles {
+  /** The ONNX graph, relative to the model directory. */
+  graph: string
+  chatTemplate: ChatTemplateSource
 }
 
 /** model dir → tokenizer + chat template + ONNX Runtime worker. Knows nothing of scheduling. */
@@ -41,5 +47,5 @@ export async function loadModel(opts: LoadModelOptions): Promise<LoadedModel> {
     encodeChat: (messages) => tokenizer.encodeTemplate(template.render(messages)),
     encodeText: (prompt) => tokenizer.encodeText(prompt),
   }
-  return { runner, tokenizer, encoder, onnxFile: dir.onnxFile }
+  return { runner, tokenizer, encoder, served: { graph: dir.onnxFile, chatTemplate: template.source } }
 }

@@ -62,7 +62,7 @@ describe('readModelDir', () => {
     expect(() => readModelDir(dir)).toThrow(/model\.onnx: missing .*MODEL_FILE/)
     expect(() => readModelDir(dir, 'onnx/model_q4.onnx')).toThrow(/onnx\/model_q4\.onnx: missing/)
     const loaded = await loadModel({ modelDir: dir, modelFile: 'onnx/model_quantized.onnx', executionProvider: 'cpu', kvBudgetBytes: 1024 * 1024 })
-    expect(loaded.onnxFile).toBe('onnx/model_quantized.onnx')
+    expect(loaded.served.graph).toBe('onnx/model_quantized.onnx')
     expect(loaded.runner.info).toMatchObject({ numLayers: 4, batching: 'continuous' })
     await loaded.runner.close()
   })

@@ -8,6 +8,9 @@ import { z } from 'zod'
  * file once and fails with one message naming the file and what is wrong.
  */
 
+/** Where newer transformers save a tokenizer's chat template; it wins over tokenizer_config.json's. */
+export const CHAT_TEMPLATE_FILE = 'chat_template.jinja'
+
 /**
  * Where exports put the decoder-with-past graph, in the order looked for when MODEL_FILE is not
  * set: Optimum's `model.onnx`, its merged (`use_cache_branch`) and with-past decoders, then the
@@ -53,6 +56,8 @@ export interface ModelDir {
   config: ModelConfig
   tokenizerJson: Record<string, unknown>
   tokenizerConfig: Record<string, unknown>
+  /** `chat_template.jinja` (newer transformers save the template there), when present. */
+  chatTemplateJinja?: string
   eosTokenIds: number[]
 }
 
@@ -97,7 +102,9 @@ export function readModelDir(path: string, modelFile?: string): ModelDir {
   const eos = generation.eos_token_id ?? rawConfig.eos_token_id
   const eosTokenIds = eos === undefined || eos === null ? [] : Array.isArray(eos) ? eos : [eos]
   const modelId = path.replace(/\/+$/, '').split('/').pop() || 'model'
-  return { path, onnxPath, onnxFile, modelId, config, tokenizerJson, tokenizerConfig, eosTokenIds }
+  const jinjaPath = join(path, CHAT_TEMPLATE_FILE)
+  const chatTemplateJinja = existsSync(jinjaPath) ? readFileSync(jinjaPath, 'utf8') : undefined
+  return { path, onnxPath, onnxFile, modelId, config, tokenizerJson, tokenizerConfig, ...(chatTemplateJinja !== undefined ? { chatTemplateJinja } : {}), eosTokenIds }
 }
 
 function toModelConfig(c: z.infer<typeof HfConfig>): ModelConfig {
