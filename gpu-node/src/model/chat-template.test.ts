@@ -2,7 +2,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { ApiError } from '../../../shared/src/api-error.ts'
+import { apiErrorOf } from '../../../shared/test/support/api-error-of.ts'
 import { ChatTemplate } from './chat-template.ts'
 import { readModelDir } from './model-dir.ts'
 
@@ -43,15 +43,6 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(join(d, '..'), { recursive: true, force: true })
 })
 
-const refusal = (fn: () => unknown): ApiError => {
-  try {
-    fn()
-  } catch (e) {
-    if (e instanceof ApiError) return e
-    throw e
-  }
-  throw new Error('the template accepted the messages')
-}
 
 describe('ChatTemplate', () => {
   it('takes chat_template.jinja over tokenizer_config.json, which it takes over ChatML', () => {
@@ -77,15 +68,15 @@ describe('ChatTemplate', () => {
 
   it("answers a conversation the template refuses with a 400 in the author's words", () => {
     const t = new ChatTemplate(modelDirWith({ jinja: REAL_FEATURES }))
-    const e = refusal(() => t.render([{ role: 'user', content: 'a' }, { role: 'user', content: 'b' }]))
+    const e = apiErrorOf(() => t.render([{ role: 'user', content: 'a' }, { role: 'user', content: 'b' }]))
     expect({ code: e.code, param: e.param }).toEqual({ code: 'invalid_request', param: 'messages' })
     expect(e.message).toContain('Conversation roles must alternate user/assistant')
-    expect(refusal(() => t.render([{ role: 'user', content: 'a' }, { role: 'system', content: 's' }])).message).toContain('The system message must come first.')
+    expect(apiErrorOf(() => t.render([{ role: 'user', content: 'a' }, { role: 'system', content: 's' }])).message).toContain('The system message must come first.')
   })
 
   it("echoes only the template's literal words, never text built from the request", () => {
     const t = new ChatTemplate(modelDirWith({ jinja: REAL_FEATURES }))
-    const e = refusal(() => t.render([{ role: 'tool' as 'user', content: 'secret prompt' }]))
+    const e = apiErrorOf(() => t.render([{ role: 'tool' as 'user', content: 'secret prompt' }]))
     expect(e.message).toBe("The model's chat template does not accept these messages.")
   })
 })

@@ -2,18 +2,11 @@ import { describe, expect, it } from 'vitest'
 import { ApiError } from '../api-error.ts'
 import type { GenerateRequest } from '../generation.ts'
 import { messagesStreamEncoder, parseMessagesRequest } from './anthropic-messages.ts'
+import { apiErrorOf } from '../../test/support/api-error-of.ts'
 
 const base = { model: 'tiny', max_tokens: 32, messages: [{ role: 'user', content: 'hi' }] }
 
-function rejection(body: unknown): ApiError {
-  try {
-    parseMessagesRequest(body)
-  } catch (e) {
-    if (e instanceof ApiError) return e
-    throw e
-  }
-  throw new Error('expected the body to be rejected')
-}
+const rejection = (body: unknown): ApiError => apiErrorOf(() => parseMessagesRequest(body))
 
 describe('parseMessagesRequest', () => {
   it('parses a minimal body with defaults', () => {

@@ -2,20 +2,13 @@ import { describe, expect, it } from 'vitest'
 import { ApiError } from '../api-error.ts'
 import type { GenerateRequest } from '../generation.ts'
 import { chatStreamEncoder, parseChatCompletionRequest } from './openai-chat.ts'
+import { apiErrorOf } from '../../test/support/api-error-of.ts'
 
 const user = { role: 'user', content: 'hi' }
 const base = { model: 'tiny', messages: [user] }
 
 /** The ApiError a body is rejected with. */
-function rejection(body: unknown): ApiError {
-  try {
-    parseChatCompletionRequest(body)
-  } catch (e) {
-    if (e instanceof ApiError) return e
-    throw e
-  }
-  throw new Error('expected the body to be rejected')
-}
+const rejection = (body: unknown): ApiError => apiErrorOf(() => parseChatCompletionRequest(body))
 
 describe('parseChatCompletionRequest', () => {
   it('fills OpenAI defaults for a minimal body', () => {

@@ -1,18 +1,11 @@
 import { describe, expect, it } from 'vitest'
 import { ApiError } from '../api-error.ts'
 import { completionStreamEncoder, DEFAULT_COMPLETION_MAX_TOKENS, parseCompletionRequest } from './openai-completions.ts'
+import { apiErrorOf } from '../../test/support/api-error-of.ts'
 
 const base = { model: 'tiny', prompt: 'Once upon a time' }
 
-function rejection(body: unknown): ApiError {
-  try {
-    parseCompletionRequest(body)
-  } catch (e) {
-    if (e instanceof ApiError) return e
-    throw e
-  }
-  throw new Error('expected the body to be rejected')
-}
+const rejection = (body: unknown): ApiError => apiErrorOf(() => parseCompletionRequest(body))
 
 describe('parseCompletionRequest', () => {
   it('parses a text prompt with OpenAI defaults (max_tokens 16)', () => {
