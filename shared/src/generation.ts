@@ -4,7 +4,7 @@
  * dialect parser produces.
  */
 
-/** Sampling parameters after validation; defaults filled in by the dialect parser. */
+/** Sampling parameters as the engine runs them: every field decided (resolveSampling). */
 export interface SamplingParams {
   /** 0 means greedy. */
   temperature: number
@@ -24,8 +24,16 @@ export interface SamplingParams {
   seed?: number
 }
 
-export const GREEDY: SamplingParams = {
-  temperature: 0,
+/**
+ * What a request said about sampling: only the fields it set (absent and null are both unset),
+ * so the node can fill the rest from the model's generation_config.json before the APIs' own
+ * defaults, as vLLM does.
+ */
+export type SamplingRequest = Partial<SamplingParams>
+
+/** The APIs' defaults for what neither the request nor the model sets: temperature 1 (OpenAI and Anthropic), every filter and penalty off. */
+export const API_SAMPLING_DEFAULTS: SamplingParams = {
+  temperature: 1,
   topP: 1,
   topK: 0,
   minP: 0,
@@ -33,6 +41,13 @@ export const GREEDY: SamplingParams = {
   frequencyPenalty: 0,
   repetitionPenalty: 1,
 }
+
+/** Each field from the request if it set it, else from the model's defaults, else the API's. */
+export function resolveSampling(requested: SamplingRequest, modelDefaults: SamplingRequest = {}): SamplingParams {
+  return { ...API_SAMPLING_DEFAULTS, ...modelDefaults, ...requested }
+}
+
+export const GREEDY: SamplingParams = { ...API_SAMPLING_DEFAULTS, temperature: 0 }
 
 /** Why a sequence stopped: the engine's words, mapped to each dialect in shared/finish-reason. */
 export type FinishReason = 'stop' | 'length' | 'stop_sequence' | 'abort' | 'error'
@@ -58,7 +73,8 @@ export interface GenerateRequest {
   /** undefined means "up to the context length" (OpenAI); Anthropic always sets it. */
   maxTokens?: number
   stop: string[]
-  sampling: SamplingParams
+  /** Only what the request set; the node resolves the rest (resolveSampling). */
+  sampling: SamplingRequest
   stream: boolean
   /** OpenAI `stream_options.include_usage`. */
   includeUsage: boolean

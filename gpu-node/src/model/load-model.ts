@@ -46,6 +46,7 @@ export async function loadModel(opts: LoadModelOptions): Promise<LoadedModel> {
     contextLength: runner.info.contextLength,
     encodeChat: (messages) => tokenizer.encodeTemplate(template.render(messages)),
     encodeText: (prompt) => tokenizer.encodeText(prompt),
+    defaults: dir.generationDefaults,
   }
   return { runner, tokenizer, encoder, served: { graph: dir.onnxFile, chatTemplate: template.source } }
 }

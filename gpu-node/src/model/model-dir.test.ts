@@ -28,6 +28,17 @@ describe('readModelDir', () => {
     expect(readModelDir('models/tiny-llama').config).toMatchObject({ modelType: 'llama', numHeads: 8, numKvHeads: 2 })
   })
 
+  it("reads generation_config.json's sampling and max-token defaults, as vLLM takes them", () => {
+    expect(readModelDir('models/tiny').generationDefaults).toEqual({ sampling: {} })
+    const dir = copyOfTiny()
+    writeFileSync(join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: [1, 2], do_sample: true, temperature: 0.6, top_p: 0.9, top_k: -1, min_p: 0.05, repetition_penalty: 1.1, max_new_tokens: 64 }))
+    const read = readModelDir(dir)
+    expect(read.generationDefaults).toEqual({ sampling: { temperature: 0.6, topP: 0.9, topK: 0, minP: 0.05, repetitionPenalty: 1.1 }, maxNewTokens: 64 })
+    expect(read.eosTokenIds).toEqual([1, 2])
+    writeFileSync(join(dir, 'generation_config.json'), JSON.stringify({ top_p: 2 }))
+    expect(() => readModelDir(dir)).toThrow(/generation_config\.json: top_p/)
+  })
+
   it('names the missing directory and how to make the tiny one', () => {
     expect(() => readModelDir('/nonexistent/models/x')).toThrow(/\/nonexistent\/models\/x: directory does not exist.*model:tiny/)
   })

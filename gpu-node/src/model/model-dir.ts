@@ -1,6 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { z } from 'zod'
+import { toSamplingRequest } from '../../../shared/src/dialects/sampling-fields.ts'
+import type { SamplingRequest } from '../../../shared/src/generation.ts'
 
 /**
  * A model directory in the layout of a Hugging Face Optimum export: model.onnx, config.json,
@@ -56,6 +58,8 @@ export interface ModelDir {
   config: ModelConfig
   tokenizerJson: Record<string, unknown>
   tokenizerConfig: Record<string, unknown>
+  /** generation_config.json's defaults for what a request leaves unset. */
+  generationDefaults: GenerationDefaults
   /** `chat_template.jinja` (newer transformers save the template there), when present. */
   chatTemplateJinja?: string
   eosTokenIds: number[]
@@ -83,9 +87,34 @@ const HfConfig = z
   })
   .loose()
 
+/**
+ * The model author's defaults for what a request leaves unset: the fields vLLM takes from
+ * generation_config.json (`--generation-config auto`, its default): temperature, top_p, top_k,
+ * min_p, repetition_penalty and max_new_tokens (the default max tokens; still capped by the
+ * context). Other keys (do_sample, num_beams, …) are not sampling defaults here, as in vLLM.
+ */
+export interface GenerationDefaults {
+  sampling: SamplingRequest
+  maxNewTokens?: number
+}
+
 const GenerationConfig = z
-  .object({ eos_token_id: z.union([z.number().int(), z.array(z.number().int())]).nullish() })
+  .object({
+    eos_token_id: z.union([z.number().int(), z.array(z.number().int())]).nullish(),
+    temperature: z.number().min(0).nullish(),
+    top_p: z.number().gt(0).max(1).nullish(),
+    top_k: z.int().min(-1).nullish(),
+    min_p: z.number().min(0).max(1).nullish(),
+    repetition_penalty: z.number().gt(0).nullish(),
+    max_new_tokens: positiveInt.nullish(),
+  })
   .loose()
+
+function toGenerationDefaults(g: z.infer<typeof GenerationConfig>): GenerationDefaults {
+  // The same names (and meaning) as the request fields vLLM accepts: one conversion for both.
+  const sampling = toSamplingRequest({ temperature: g.temperature, top_p: g.top_p, top_k: g.top_k, min_p: g.min_p, repetition_penalty: g.repetition_penalty })
+  return { sampling, ...(g.max_new_tokens != null ? { maxNewTokens: g.max_new_tokens } : {}) }
+}
 
 /** `modelFile`: the graph's path relative to `path` (MODEL_FILE); by default the first of MODEL_FILES present. */
 export function readModelDir(path: string, modelFile?: string): ModelDir {
@@ -99,12 +128,13 @@ export function readModelDir(path: string, modelFile?: string): ModelDir {
   const tokenizerJson = parseWith(path, 'tokenizer.json', z.object({ model: z.object({ type: z.string() }).loose() }).loose())
   const tokenizerConfig = parseWith(path, 'tokenizer_config.json', z.object({}).loose())
   const generation = existsSync(join(path, 'generation_config.json')) ? parseWith(path, 'generation_config.json', GenerationConfig) : {}
+  const generationDefaults = toGenerationDefaults(generation)
   const eos = generation.eos_token_id ?? rawConfig.eos_token_id
   const eosTokenIds = eos === undefined || eos === null ? [] : Array.isArray(eos) ? eos : [eos]
   const modelId = path.replace(/\/+$/, '').split('/').pop() || 'model'
   const jinjaPath = join(path, CHAT_TEMPLATE_FILE)
   const chatTemplateJinja = existsSync(jinjaPath) ? readFileSync(jinjaPath, 'utf8') : undefined
-  return { path, onnxPath, onnxFile, modelId, config, tokenizerJson, tokenizerConfig, ...(chatTemplateJinja !== undefined ? { chatTemplateJinja } : {}), eosTokenIds }
+  return { path, onnxPath, onnxFile, modelId, config, tokenizerJson, tokenizerConfig, generationDefaults, ...(chatTemplateJinja !== undefined ? { chatTemplateJinja } : {}), eosTokenIds }
 }
 
 function toModelConfig(c: z.infer<typeof HfConfig>): ModelConfig {

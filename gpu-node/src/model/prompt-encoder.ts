@@ -1,8 +1,10 @@
 import type { ChatMessage } from '../../../shared/src/generation.ts'
+import type { GenerationDefaults } from './model-dir.ts'
 
 /**
  * What the HTTP layer needs from the model side to turn a validated request into tokens:
- * the served model id, the context length, and tokenization with the model's chat template.
+ * the served model id, the context length, tokenization with the model's chat template, and the
+ * model's defaults for what a request leaves unset.
  * Implemented by the loaded model directory (model-dir + tokenizer + chat-template).
  */
 export interface PromptEncoder {
@@ -14,4 +16,6 @@ export interface PromptEncoder {
   encodeChat(messages: ChatMessage[]): number[]
   /** Raw text → token ids (completions). */
   encodeText(prompt: string): number[]
+  /** generation_config.json's sampling and max-token defaults. */
+  defaults: GenerationDefaults
 }

@@ -9,7 +9,7 @@ import { ApiError, API_ERROR_CODES, type ApiErrorCode } from '../../../shared/sr
 import type { DialectCodec, ResponseMeta } from '../../../shared/src/dialects/index.ts'
 import { isCompletedReason } from '../../../shared/src/finish-reason.ts'
 import { parseJsonBody } from '../../../shared/src/json-body.ts'
-import type { GenerateRequest } from '../../../shared/src/generation.ts'
+import { resolveSampling, type GenerateRequest } from '../../../shared/src/generation.ts'
 import type { EngineEvent, EngineHandle, EngineRequest, SubmitResult } from '../engine/types.ts'
 import type { PromptEncoder } from '../model/prompt-encoder.ts'
 import type { SignatureCheck } from './edge-signature.ts'
@@ -70,13 +70,13 @@ function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, j
   }
   const promptTokens = gen.input.kind === 'chat' ? encoder.encodeChat(gen.input.messages) : encoder.encodeText(gen.input.prompt)
   ctx.outcome.promptTokens = promptTokens.length
-  const maxTokens = resolveMaxTokens(codec, promptTokens.length, gen.maxTokens, encoder.contextLength)
+  const maxTokens = resolveMaxTokens(codec, promptTokens.length, gen.maxTokens, encoder.contextLength, encoder.defaults.maxNewTokens)
   const engineReq: EngineRequest = {
     id: engineId(ctx.requestId, deps.inFlight),
     promptTokens,
     maxTokens,
     stop: gen.stop,
-    sampling: gen.sampling,
+    sampling: resolveSampling(gen.sampling, encoder.defaults.sampling),
     priority: ctx.wire.priority,
   }
   if (ctx.wire.deadlineMs !== undefined) engineReq.deadlineMs = ctx.wire.deadlineMs

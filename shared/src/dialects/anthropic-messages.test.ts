@@ -16,7 +16,8 @@ describe('parseMessagesRequest', () => {
       input: { kind: 'chat', messages: [{ role: 'user', content: 'hi' }] },
       maxTokens: 32,
       stop: [],
-      sampling: { temperature: 1, topP: 1, topK: 0, minP: 0, presencePenalty: 0, frequencyPenalty: 0, repetitionPenalty: 1 },
+      // Only what the body set: the node fills the rest from the model's defaults, then the API's.
+      sampling: {},
       stream: false,
       includeUsage: false,
     })

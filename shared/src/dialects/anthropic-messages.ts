@@ -8,7 +8,7 @@ import { sseEvent } from '../sse.ts'
 import { ANTHROPIC_CONTEXT_LENGTH_EXCEEDED, ANTHROPIC_ERRORS } from './anthropic-errors.ts'
 import { ANTHROPIC_LIMIT_HEADERS } from './anthropic-limit-headers.ts'
 import type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
-import { maxTokensField, samplingFields, toSamplingParams } from './sampling-fields.ts'
+import { maxTokensField, samplingFields, toSamplingRequest } from './sampling-fields.ts'
 import { validateBody, type UnsupportedFields } from './validate-body.ts'
 
 const TextBlock = z.strictObject({
@@ -72,7 +72,7 @@ export function parseMessagesRequest(body: unknown): GenerateRequest {
     input: { kind: 'chat', messages },
     maxTokens: req.max_tokens,
     stop: req.stop_sequences ?? [],
-    sampling: toSamplingParams(req),
+    sampling: toSamplingRequest(req),
     stream: req.stream ?? false,
     includeUsage: false,
   }

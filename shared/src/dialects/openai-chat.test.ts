@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { ApiError } from '../api-error.ts'
-import type { GenerateRequest } from '../generation.ts'
+import { resolveSampling, type GenerateRequest } from '../generation.ts'
 import { chatStreamEncoder, parseChatCompletionRequest } from './openai-chat.ts'
 import { apiErrorOf } from '../../test/support/api-error-of.ts'
 
@@ -17,7 +17,8 @@ describe('parseChatCompletionRequest', () => {
       model: 'tiny',
       input: { kind: 'chat', messages: [{ role: 'user', content: 'hi' }] },
       stop: [],
-      sampling: { temperature: 1, topP: 1, topK: 0, minP: 0, presencePenalty: 0, frequencyPenalty: 0, repetitionPenalty: 1 },
+      // Only what the body set: the node fills the rest from the model's defaults, then the API's.
+      sampling: {},
       stream: false,
       includeUsage: false,
     })
@@ -46,8 +47,8 @@ describe('parseChatCompletionRequest', () => {
 
   it('treats null as "use the default", as OpenAI does', () => {
     const req = parseChatCompletionRequest({ ...base, temperature: null, top_p: null, stop: null, max_tokens: null, n: null, seed: null })
-    expect(req.sampling.temperature).toBe(1)
-    expect(req.sampling.seed).toBeUndefined()
+    expect(req.sampling).toEqual({})
+    expect(resolveSampling(req.sampling).temperature).toBe(1)
     expect(req.maxTokens).toBeUndefined()
   })
 

@@ -9,7 +9,7 @@ import type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './co
 import { OPENAI_ERRORS, vllmContextLengthExceeded } from './openai-errors.ts'
 import { nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, streamFields, toOpenAIUsage, toStreamSettings } from './openai-fields.ts'
 import { OPENAI_LIMIT_HEADERS } from './openai-limit-headers.ts'
-import { maxTokensField, samplingFields, stopField, toSamplingParams, toStopList } from './sampling-fields.ts'
+import { maxTokensField, samplingFields, stopField, toSamplingRequest, toStopList } from './sampling-fields.ts'
 import { validateBody } from './validate-body.ts'
 
 const TextPart = z.strictObject({
@@ -48,7 +48,7 @@ export function parseChatCompletionRequest(body: unknown): GenerateRequest {
     model: req.model,
     input: { kind: 'chat', messages: req.messages.map(toChatMessage) },
     stop: toStopList(req.stop),
-    sampling: toSamplingParams(req),
+    sampling: toSamplingRequest(req),
     ...toStreamSettings(req),
   }
   // max_completion_tokens wins when both are sent: it is the field OpenAI documents today.

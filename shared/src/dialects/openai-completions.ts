@@ -10,7 +10,7 @@ import type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './co
 import { OPENAI_ERRORS, vllmContextLengthExceeded } from './openai-errors.ts'
 import { nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, streamFields, toOpenAIUsage, toStreamSettings } from './openai-fields.ts'
 import { OPENAI_LIMIT_HEADERS } from './openai-limit-headers.ts'
-import { maxTokensField, samplingFields, stopField, toSamplingParams, toStopList } from './sampling-fields.ts'
+import { maxTokensField, samplingFields, stopField, toSamplingRequest, toStopList } from './sampling-fields.ts'
 import { validateBody } from './validate-body.ts'
 
 /** OpenAI's (and vLLM's) default for completions when max_tokens is absent. */
@@ -44,7 +44,7 @@ export function parseCompletionRequest(body: unknown): GenerateRequest {
     input: { kind: 'text', prompt: typeof req.prompt === 'string' ? req.prompt : req.prompt[0]! },
     maxTokens: req.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS,
     stop: toStopList(req.stop),
-    sampling: toSamplingParams(req),
+    sampling: toSamplingRequest(req),
     ...toStreamSettings(req),
   }
   if (req.echo) out.echo = true

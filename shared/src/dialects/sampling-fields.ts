@@ -1,11 +1,11 @@
 /**
  * Sampling fields accepted by every dialect, with their wire ranges, and their conversion to
- * SamplingParams. `top_k`, `min_p`, `repetition_penalty` and `ignore_eos` are vLLM extensions in
+ * a SamplingRequest (only the fields set; the node fills the rest). `top_k`, `min_p`, `repetition_penalty` and `ignore_eos` are vLLM extensions in
  * the OpenAI dialects (Anthropic has `top_k` natively). `null` means "default", as OpenAI allows.
  */
 
 import { z } from 'zod'
-import type { SamplingParams } from '../generation.ts'
+import type { SamplingRequest } from '../generation.ts'
 
 const penalty = z.number().min(-2).max(2).nullish()
 
@@ -27,18 +27,18 @@ export const samplingFields = {
 
 export type SamplingFields = { [K in keyof typeof samplingFields]?: z.output<(typeof samplingFields)[K]> }
 
-export function toSamplingParams(f: SamplingFields): SamplingParams {
-  const params: SamplingParams = {
-    temperature: f.temperature ?? 1,
-    topP: f.top_p ?? 1,
-    topK: Math.max(0, f.top_k ?? 0),
-    minP: f.min_p ?? 0,
-    presencePenalty: f.presence_penalty ?? 0,
-    frequencyPenalty: f.frequency_penalty ?? 0,
-    repetitionPenalty: f.repetition_penalty ?? 1,
-  }
-  if (f.seed !== undefined && f.seed !== null) params.seed = f.seed
-  return params
+/** The fields the body set (null counts as unset, as OpenAI allows), in the engine's names. */
+export function toSamplingRequest(f: SamplingFields): SamplingRequest {
+  const s: SamplingRequest = {}
+  if (f.temperature != null) s.temperature = f.temperature
+  if (f.top_p != null) s.topP = f.top_p
+  if (f.top_k != null) s.topK = Math.max(0, f.top_k)
+  if (f.min_p != null) s.minP = f.min_p
+  if (f.presence_penalty != null) s.presencePenalty = f.presence_penalty
+  if (f.frequency_penalty != null) s.frequencyPenalty = f.frequency_penalty
+  if (f.repetition_penalty != null) s.repetitionPenalty = f.repetition_penalty
+  if (f.seed != null) s.seed = f.seed
+  return s
 }
 
 const stopString = z.string().min(1)

@@ -11,7 +11,7 @@ import { ApiError } from '../../src/api-error.ts'
 import { renderStreamError, type ErrorShape } from '../../src/error-body.ts'
 import type { GenerateRequest } from '../../src/generation.ts'
 import { DIALECTS, dialectTable, type DialectCodec } from '../../src/dialects/index.ts'
-import { maxTokensField, samplingFields, toSamplingParams } from '../../src/dialects/sampling-fields.ts'
+import { maxTokensField, samplingFields, toSamplingRequest } from '../../src/dialects/sampling-fields.ts'
 import { validateBody } from '../../src/dialects/validate-body.ts'
 import { sseEvent } from '../../src/sse.ts'
 
@@ -31,7 +31,7 @@ function parseFourthRequest(body: unknown): GenerateRequest {
     model: req.model,
     input: { kind: 'text', prompt: req.prompt },
     stop: [],
-    sampling: toSamplingParams(req),
+    sampling: toSamplingRequest(req),
     stream: req.stream ?? false,
     includeUsage: false,
   }
