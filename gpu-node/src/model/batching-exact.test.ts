@@ -19,8 +19,9 @@ import { composeEngine } from '../compose-engine.ts'
  * Continuous batching must be exact: a greedy request returns the same text whether it ran
  * alone or joined/left a batch with others of different lengths — for both KV interfaces: the
  * presets' slot cache (models/<preset>) and Optimum's concat interface with its left-padded cache
- * (the same preset generated with kvCache 'concat'). The control runs feed wrong positions (the
- * classic bugs of each layout) and must differ, proving the test can fail.
+ * (the same preset generated with kvCache 'concat'), and for the Qwen2 shape (tiny-qwen2, slot
+ * KV, generated here). The control runs feed wrong positions (the classic bugs of each layout)
+ * and must differ, proving the test can fail.
  */
 
 /** The same ModelStep the worker runs, on this thread, so the control can swap its cache. */
@@ -82,13 +83,20 @@ function requests(dir: ModelDir): EngineRequest[] {
 const concatRoot = mkdtempSync(join(tmpdir(), 'zerolayer-batching-concat-'))
 beforeAll(async () => {
   for (const preset of ['tiny', 'tiny-llama'] as const) await generateModel({ preset, outDir: join(concatRoot, preset), seed: 42, kvCache: 'concat' })
-  await generateModel({ preset: 'tiny-derived-positions', outDir: join(concatRoot, 'tiny-derived-positions'), seed: 42 })
+  for (const preset of ['tiny-derived-positions', 'tiny-qwen2'] as const) await generateModel({ preset, outDir: join(concatRoot, preset), seed: 42 })
 }, 30_000)
 afterAll(() => rmSync(concatRoot, { recursive: true, force: true }))
 
-for (const [preset, kv] of [['tiny', 'slots'], ['tiny-llama', 'slots'], ['tiny', 'concat'], ['tiny-llama', 'concat']] as const) {
+const MODELS = [
+  ['tiny', 'slots', 'models/tiny'],
+  ['tiny-llama', 'slots', 'models/tiny-llama'],
+  ['tiny', 'concat', join(concatRoot, 'tiny')],
+  ['tiny-llama', 'concat', join(concatRoot, 'tiny-llama')],
+  ['tiny-qwen2', 'slots', join(concatRoot, 'tiny-qwen2')],
+] as const
+
+for (const [preset, kv, path] of MODELS) {
   describe(`continuous batching on the ${preset} model (${kv} KV)`, () => {
-    const path = kv === 'slots' ? `models/${preset}` : join(concatRoot, preset)
     let dir: ModelDir
     beforeAll(() => {
       dir = readModelDir(path)
