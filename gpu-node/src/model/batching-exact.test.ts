@@ -4,7 +4,8 @@ import { join } from 'node:path'
 import * as ort from 'onnxruntime-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Engine } from '../engine/engine.ts'
-import { GREEDY, type EngineEvent, type EngineObserver, type EngineRequest } from '../engine/types.ts'
+import { GREEDY, type EngineObserver, type EngineRequest } from '../engine/types.ts'
+import { generateText } from '../../test/support/generate-text.ts'
 import { BatchKvCache, type BatchCache } from './batch-kv-cache.ts'
 import { generateModel } from '../../tools/generate-model/generate-model.ts'
 import { readModelDir, type ModelDir } from './model-dir.ts'
@@ -19,8 +20,9 @@ import { composeEngine } from '../compose-engine.ts'
  * Continuous batching must be exact: a greedy request returns the same text whether it ran
  * alone or joined/left a batch with others of different lengths — for both KV interfaces: the
  * presets' slot cache (models/<preset>) and Optimum's concat interface with its left-padded cache
- * (the same preset generated with kvCache 'concat'). The control runs feed wrong positions (the
- * classic bugs of each layout) and must differ, proving the test can fail.
+ * (the same preset generated with kvCache 'concat'), and for the Qwen2 shape (tiny-qwen2, slot
+ * KV, generated here). The control runs feed wrong positions (the classic bugs of each layout)
+ * and must differ, proving the test can fail.
  */
 
 /** The same ModelStep the worker runs, on this thread, so the control can swap its cache. */
@@ -62,17 +64,6 @@ async function inProcessEngine(dir: ModelDir, cache?: (io: ReturnType<typeof rea
   return new Engine({ runner, decoder: new ModelTokenizer(dir), limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes, prefillChunkTokens: 16 }, ...(budget ? { observer: budget.observer } : {}) })
 }
 
-function generate(engine: Pick<Engine, 'submit'>, req: EngineRequest): Promise<string> {
-  let text = ''
-  return new Promise((resolve, reject) => {
-    const r = engine.submit(req, (e: EngineEvent) => {
-      if (e.type === 'text') text += e.text
-      else resolve(text)
-    })
-    if (!r.ok) reject(new Error(r.code))
-  })
-}
-
 function requests(dir: ModelDir): EngineRequest[] {
   const tok = new ModelTokenizer(dir)
   const prompts = ['Hi', 'The quick brown fox jumps', 'Once upon a time, in a land far away, there lived', 'a', 'Streaming tokens from', 'zerolayer is a global LLM API that routes to the nearest node', '1 2 3 4', 'Hello, world! How are you doing today, my friend?', 'ok']
@@ -82,13 +73,20 @@ function requests(dir: ModelDir): EngineRequest[] {
 const concatRoot = mkdtempSync(join(tmpdir(), 'zerolayer-batching-concat-'))
 beforeAll(async () => {
   for (const preset of ['tiny', 'tiny-llama'] as const) await generateModel({ preset, outDir: join(concatRoot, preset), seed: 42, kvCache: 'concat' })
-  await generateModel({ preset: 'tiny-derived-positions', outDir: join(concatRoot, 'tiny-derived-positions'), seed: 42 })
+  for (const preset of ['tiny-derived-positions', 'tiny-qwen2'] as const) await generateModel({ preset, outDir: join(concatRoot, preset), seed: 42 })
 }, 30_000)
 afterAll(() => rmSync(concatRoot, { recursive: true, force: true }))
 
-for (const [preset, kv] of [['tiny', 'slots'], ['tiny-llama', 'slots'], ['tiny', 'concat'], ['tiny-llama', 'concat']] as const) {
+const MODELS = [
+  ['tiny', 'slots', 'models/tiny'],
+  ['tiny-llama', 'slots', 'models/tiny-llama'],
+  ['tiny', 'concat', join(concatRoot, 'tiny')],
+  ['tiny-llama', 'concat', join(concatRoot, 'tiny-llama')],
+  ['tiny-qwen2', 'slots', join(concatRoot, 'tiny-qwen2')],
+] as const
+
+for (const [preset, kv, path] of MODELS) {
   describe(`continuous batching on the ${preset} model (${kv} KV)`, () => {
-    const path = kv === 'slots' ? `models/${preset}` : join(concatRoot, preset)
     let dir: ModelDir
     beforeAll(() => {
       dir = readModelDir(path)
@@ -98,9 +96,9 @@ for (const [preset, kv] of [['tiny', 'slots'], ['tiny-llama', 'slots'], ['tiny',
       const reqs = requests(dir)
       const single = await inProcessEngine(dir)
       const alone: string[] = []
-      for (const r of reqs) alone.push(await generate(single, { ...r, id: `alone-${r.id}` }))
+      for (const r of reqs) alone.push(await generateText(single, { ...r, id: `alone-${r.id}` }))
       const batched = await inProcessEngine(dir)
-      const together = await Promise.all(reqs.map((r) => generate(batched, r)))
+      const together = await Promise.all(reqs.map((r) => generateText(batched, r)))
       expect(together).toEqual(alone)
       expect(alone.every((t) => t.length > 0)).toBe(true)
     })
@@ -109,7 +107,7 @@ for (const [preset, kv] of [['tiny', 'slots'], ['tiny-llama', 'slots'], ['tiny',
       const reqs = requests(dir)
       const single = await inProcessEngine(dir)
       const alone: string[] = []
-      for (const r of reqs) alone.push(await generate(single, { ...r, id: `alone-${r.id}` }))
+      for (const r of reqs) alone.push(await generateText(single, { ...r, id: `alone-${r.id}` }))
       const preempted: string[] = []
       const tokens = 96 // about two of these sequences' worth: the batch fills it, growth preempts
       let over = 0
@@ -128,7 +126,7 @@ for (const [preset, kv] of [['tiny', 'slots'], ['tiny-llama', 'slots'], ['tiny',
         })(io)
       }
       const tight = await inProcessEngine(dir, watched, { tokens, observer: { onPreempted: (id) => preempted.push(id) } })
-      const together = await Promise.all(reqs.map((r) => generate(tight, r)))
+      const together = await Promise.all(reqs.map((r) => generateText(tight, r)))
       expect(together).toEqual(alone)
       expect(preempted.length).toBeGreaterThan(0)
       if (kv === 'slots') expect({ decodes: decodes > 0, over }).toEqual({ decodes: true, over: 0 })
@@ -138,12 +136,12 @@ for (const [preset, kv] of [['tiny', 'slots'], ['tiny-llama', 'slots'], ['tiny',
       const reqs = requests(dir)
       const single = await inProcessEngine(dir)
       const alone: string[] = []
-      for (const r of reqs) alone.push(await generate(single, { ...r, id: `alone-${r.id}` }))
+      for (const r of reqs) alone.push(await generateText(single, { ...r, id: `alone-${r.id}` }))
       const wrong = await inProcessEngine(dir, (io) => {
         expect(io.kvCache).toBe(kv)
         return kv === 'slots' ? new SharedPositions(io) : new BufferIndexPositions(io)
       })
-      const together = await Promise.all(reqs.map((r) => generate(wrong, r)))
+      const together = await Promise.all(reqs.map((r) => generateText(wrong, r)))
       expect(together).not.toEqual(alone)
     })
 
@@ -152,8 +150,8 @@ for (const [preset, kv] of [['tiny', 'slots'], ['tiny-llama', 'slots'], ['tiny',
       const reqs = requests(dir)
       const single = await inProcessEngine(dir)
       const alone: string[] = []
-      for (const r of reqs.slice(0, 4)) alone.push(await generate(single, { ...r, id: `alone-${r.id}` }))
-      const together = await Promise.all(reqs.slice(0, 4).map((r) => generate(loaded.engine, r)))
+      for (const r of reqs.slice(0, 4)) alone.push(await generateText(single, { ...r, id: `alone-${r.id}` }))
+      const together = await Promise.all(reqs.slice(0, 4).map((r) => generateText(loaded.engine, r)))
       expect(together).toEqual(alone)
       await loaded.engine.close()
     })
@@ -177,7 +175,7 @@ describe('a graph without position_ids (positions from the past length)', () => 
   async function aloneOn(dir: ModelDir, reqs: EngineRequest[]): Promise<string[]> {
     const single = await inProcessEngine(dir)
     const out: string[] = []
-    for (const r of reqs) out.push(await generate(single, { ...r, id: `alone-${r.id}` }))
+    for (const r of reqs) out.push(await generateText(single, { ...r, id: `alone-${r.id}` }))
     return out
   }
 
@@ -192,7 +190,7 @@ describe('a graph without position_ids (positions from the past length)', () => 
     const reference = await aloneOn(explicit, reqs)
     expect(await aloneOn(derived, reqs)).toEqual(reference)
     const batched = await inProcessEngine(derived)
-    expect(await Promise.all(reqs.map((r) => generate(batched, r)))).toEqual(reference)
+    expect(await Promise.all(reqs.map((r) => generateText(batched, r)))).toEqual(reference)
   })
 
   it('still shares steps between requests of equal length', async () => {
@@ -205,7 +203,7 @@ describe('a graph without position_ids (positions from the past length)', () => 
     const reference = await aloneOn(explicit, reqs)
     let widest = 0
     const engine = await inProcessEngine(derived, undefined, { tokens: 1 << 20, observer: { onStep: (s) => void (widest = Math.max(widest, s.decodeRows)) } })
-    expect(await Promise.all(reqs.map((r) => generate(engine, r)))).toEqual(reference)
+    expect(await Promise.all(reqs.map((r) => generateText(engine, r)))).toEqual(reference)
     expect(widest).toBe(4)
   })
 
@@ -213,7 +211,7 @@ describe('a graph without position_ids (positions from the past length)', () => 
     const reqs = requests(derived)
     const reference = await aloneOn(explicit, reqs)
     const continuous = await inProcessEngine(derived, undefined, undefined, 'continuous')
-    expect(await Promise.all(reqs.map((r) => generate(continuous, r)))).not.toEqual(reference)
+    expect(await Promise.all(reqs.map((r) => generateText(continuous, r)))).not.toEqual(reference)
   })
 
   it('runs the same way through the worker-thread runner', async () => {
@@ -221,7 +219,7 @@ describe('a graph without position_ids (positions from the past length)', () => 
     expect(loaded.info.batching).toBe('equal-lengths')
     const reqs = requests(derived).slice(0, 4)
     const reference = await aloneOn(explicit, reqs)
-    expect(await Promise.all(reqs.map((r) => generate(loaded.engine, r)))).toEqual(reference)
+    expect(await Promise.all(reqs.map((r) => generateText(loaded.engine, r)))).toEqual(reference)
     await loaded.engine.close()
   })
 })

@@ -3,9 +3,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as ort from 'onnxruntime-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { GREEDY, type EngineEvent, type EngineRequest } from '../engine/types.ts'
+import { GREEDY, type EngineRequest } from '../engine/types.ts'
+import { generateText } from '../../test/support/generate-text.ts'
 import { generateModel } from '../../tools/generate-model/generate-model.ts'
-import { composeEngine, type ComposedEngine } from '../compose-engine.ts'
+import { composeEngine } from '../compose-engine.ts'
 
 /**
  * Some Hugging Face Optimum exports declare optional inputs: `use_cache_branch` (bool [1], merged
@@ -25,18 +26,6 @@ beforeAll(async () => {
 }, 30_000)
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 
-function generate(model: ComposedEngine, req: EngineRequest): Promise<string> {
-  let text = ''
-  return new Promise((resolve, reject) => {
-    const r = model.engine.submit(req, (e: EngineEvent) => {
-      if (e.type === 'text') text += e.text
-      else if (e.error) reject(new Error(`${req.id}: ${e.error.code}`))
-      else resolve(text)
-    })
-    if (!r.ok) reject(new Error(r.code))
-  })
-}
-
 /** Four concurrent greedy requests; the last prompt is longer than the 16-token prefill chunk. */
 async function greedyTexts(modelDir: string): Promise<string[]> {
   const model = await composeEngine({ modelDir, executionProvider: 'cpu', limits: { maxBatch: 8, maxQueue: 16, kvBudgetBytes: 256 * 1024 * 1024, prefillChunkTokens: 16 } })
@@ -50,7 +39,7 @@ async function greedyTexts(modelDir: string): Promise<string[]> {
     const tokens = prompts.map((p) => model.encoder.encodeText(p))
     expect(tokens[3]!.length).toBeGreaterThan(16)
     const reqs = tokens.map((promptTokens, i): EngineRequest => ({ id: `r${i}`, promptTokens, maxTokens: 12, stop: [], sampling: GREEDY, priority: 0, ignoreEos: true }))
-    return await Promise.all(reqs.map((r) => generate(model, r)))
+    return await Promise.all(reqs.map((r) => generateText(model.engine, r)))
   } finally {
     await model.engine.close()
   }

@@ -36,7 +36,7 @@ export function readDecoderShape(dir: string): DecoderShape {
   const c = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, number>
   return c.n_layer !== undefined
     ? { layers: c.n_layer, kvHeads: c.n_head, headDim: c.n_embd / c.n_head, vocabSize: c.vocab_size }
-    : { layers: c.num_hidden_layers, kvHeads: c.num_key_value_heads, headDim: c.head_dim, vocabSize: c.vocab_size }
+    : { layers: c.num_hidden_layers, kvHeads: c.num_key_value_heads, headDim: c.head_dim ?? c.hidden_size / c.num_attention_heads, vocabSize: c.vocab_size }
 }
 
 export class DecoderHarness {

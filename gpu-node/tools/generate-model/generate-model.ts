@@ -1,18 +1,19 @@
 /**
  * Writes a complete generated model directory in the layout of a Hugging Face Optimum
- * "decoder with past" export: model.onnx, config.json, generation_config.json,
- * tokenizer.json, tokenizer_config.json, plus GENERATOR_STAMP. Same preset and seed =>
- * byte-identical files. Every file is written beside its target and renamed, so a reader (or a
- * second process regenerating the same directory) never sees a half-written file.
+ * "decoder with past" export: model.onnx (with `externalData`, its weights in model.onnx_data
+ * beside it), config.json, generation_config.json, tokenizer.json, tokenizer_config.json, plus
+ * GENERATOR_STAMP. Same preset and seed => byte-identical files. Every file is written beside its
+ * target and renamed, so a reader (or a second process regenerating the same directory) never
+ * sees a half-written file.
  */
 
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { buildGptGraph } from './gpt-graph.ts'
 import { buildLlamaGraph } from './llama-graph.ts'
 import { buildVocabBias } from './lm-head-bias.ts'
 import { buildConfigJson, buildGenerationConfig } from './model-config.ts'
-import { writeOnnxModel, type OnnxGraph } from './onnx-writer.ts'
+import { writeOnnxModel, type ExternalDataFile, type OnnxGraph } from './onnx-writer.ts'
 import { DEFAULT_SEED, PRESETS, type ModelPreset, type PresetName } from './presets.ts'
 import { buildTokenizerFiles } from './tokenizer-files.ts'
 
@@ -31,6 +32,11 @@ export interface GenerateModelOptions {
   kvCache?: 'concat' | 'slots'
   /** No position_ids input (positions from the past length); defaults to the preset's own. */
   derivedPositions?: boolean
+  /**
+   * Weights as ONNX external data in EXTERNAL_DATA_FILE beside model.onnx (external-data.ts), as
+   * torch.onnx and Optimum write models over 2 GB. Off by default; the values are the same.
+   */
+  externalData?: boolean
   /** Progress lines (the CLI prints them). */
   onProgress?: (message: string) => void
 }
@@ -39,7 +45,12 @@ export interface GeneratedModel {
   outDir: string
   /** model.onnx size in bytes. */
   modelBytes: number
+  /** EXTERNAL_DATA_FILE's size in bytes; 0 without external data. */
+  externalDataBytes: number
 }
+
+/** The external data file's name, as torch.onnx and Optimum name it. */
+export const EXTERNAL_DATA_FILE = 'model.onnx_data'
 
 /**
  * Bump whenever the generated files change for the same preset and seed (graph structure,
@@ -88,20 +99,26 @@ export async function generateModel(options: GenerateModelOptions): Promise<Gene
   const graph: OnnxGraph = p.family === 'gpt2' ? buildGptGraph(p, seed, bias) : buildLlamaGraph(p, seed, bias)
   log(`graph: ${graph.nodes.length} nodes, ${graph.initializers.length} initializers`)
 
-  // Write beside the target and rename, so a reader never sees a half-written model.onnx.
+  // Write beside the target and rename, so a reader never sees a half-written model.onnx (the
+  // data file first: a new model.onnx never refers to an old one).
   const modelPath = join(outDir, 'model.onnx')
   const partial = partialPath(modelPath)
-  const modelBytes = writeOnnxModel(partial, {
+  const dataPath = join(outDir, EXTERNAL_DATA_FILE)
+  const external: ExternalDataFile | undefined = options.externalData ? { location: EXTERNAL_DATA_FILE, path: partialPath(dataPath) } : undefined
+  const written = writeOnnxModel(partial, {
     irVersion: ONNX_IR_VERSION,
     opsetVersion: ONNX_OPSET,
     producerName: 'zerolayer-generate',
     producerVersion: GENERATOR_VERSION,
     graph,
     metadata: { 'zerolayer.preset': name, 'zerolayer.seed': String(seed) },
-  })
+  }, external)
+  if (external) renameSync(external.path, dataPath)
   renameSync(partial, modelPath)
+  // A data file left by an earlier external-data run belongs to no model now.
+  if (!external) rmSync(dataPath, { force: true })
   writeAtomic(join(outDir, GENERATOR_STAMP), `${GENERATOR_VERSION}\n`)
-  return { outDir, modelBytes }
+  return { outDir, ...written }
 }
 
 function writeJson(path: string, value: unknown): void {

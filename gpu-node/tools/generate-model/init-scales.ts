@@ -30,6 +30,12 @@ export const QK_GAIN = 1.4
 /** Std of biases (GPT-2 style linears carry small, non-zero biases). */
 export const BIAS_STD = 0.02
 
+/**
+ * Std of Qwen2's q/k/v projection biases: a sizeable fraction of the unit-scale projections (real
+ * Qwen2 checkpoints carry large ones too), so a graph that dropped them would give other logits.
+ */
+export const QKV_BIAS_STD = 0.5
+
 /** Multiplies columns [from, to) of a row-major [rows, width] weight by `gain` (e.g. q/k columns of a fused qkv). */
 export function scaleColumns(w: Float32Array, width: number, from: number, to: number, gain: number): void {
   for (let row = 0; row < w.length / width; row++) {

@@ -1,20 +1,21 @@
 /**
  * Llama style decoder: RoPE (rotate-half convention, cos/sin rows gathered by position_ids),
  * pre-RMSNorm blocks, grouped KV heads (past/present carry H_kv heads), SwiGLU MLP, no biases
- * in the blocks, final RMSNorm, untied LM head.
+ * in the blocks, final RMSNorm, untied LM head. Qwen2 is the same with biases on the q/k/v
+ * projections, added before RoPE as in HF.
  */
 
 import { buildAttentionMask, splitHeads } from './attention-graph.ts'
 import { attendLayer } from './cache-attention-graph.ts'
 import { declareDecoderInputs, declareDecoderOutputs, LOGITS, logitPositions } from './decoder-io.ts'
 import { GraphBuilder } from './graph-builder.ts'
-import { EMBED_STD, LOGIT_STD, MLP_WRITE_GAIN, QK_GAIN, readStd, scaleColumns, writeStd } from './init-scales.ts'
+import { EMBED_STD, LOGIT_STD, MLP_WRITE_GAIN, QK_GAIN, QKV_BIAS_STD, readStd, scaleColumns, writeStd } from './init-scales.ts'
 import { linear, lmHead, rmsNorm, silu } from './layers.ts'
 import type { OnnxGraph } from './onnx-writer.ts'
 import type { LlamaPreset } from './presets.ts'
 
 export function buildLlamaGraph(p: LlamaPreset, seed: number, vocabBias: Float32Array): OnnxGraph {
-  const g = new GraphBuilder('zerolayer-llama', seed)
+  const g = new GraphBuilder(`zerolayer-${p.family}`, seed)
   const io = declareDecoderInputs(g, p)
   const d = p.hidden
   const headDim = d / p.heads
@@ -29,10 +30,12 @@ export function buildLlamaGraph(p: LlamaPreset, seed: number, vocabBias: Float32
     const pre = `model.layers.${i}`
     const x = rmsNorm(g, h, `${pre}.input_layernorm`, d, p.rmsNormEps)
     // q, k and v projections fused into one GEMM, then split.
-    const qkvName = `${pre}.self_attn.qkv_proj.weight`
-    const qkvWeight = g.normalData(qkvName, [d, qWidth + 2 * kvWidth], readStd(d))
-    scaleColumns(qkvWeight, qWidth + 2 * kvWidth, 0, qWidth + kvWidth, QK_GAIN)
-    const qkv = g.op('MatMul', [x, g.weight(qkvName, [d, qWidth + 2 * kvWidth], qkvWeight)])
+    const qkvName = `${pre}.self_attn.qkv_proj`
+    const qkvWidth = qWidth + 2 * kvWidth
+    const qkvWeight = g.normalData(`${qkvName}.weight`, [d, qkvWidth], readStd(d))
+    scaleColumns(qkvWeight, qkvWidth, 0, qWidth + kvWidth, QK_GAIN)
+    let qkv = g.op('MatMul', [x, g.weight(`${qkvName}.weight`, [d, qkvWidth], qkvWeight)])
+    if (p.family === 'qwen2') qkv = g.op('Add', [qkv, g.normal(`${qkvName}.bias`, [qkvWidth], QKV_BIAS_STD)])
     const [q, k, v] = g.opMulti('Split', [qkv, g.ints([qWidth, kvWidth, kvWidth])], 3, { axis: { int: 2 } })
     const context = attendLayer(g, p, i, {
       query: applyRope(g, splitHeads(g, q, p.heads, headDim), rope, headDim),

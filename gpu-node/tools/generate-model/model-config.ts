@@ -1,6 +1,6 @@
 /** config.json and generation_config.json in Hugging Face's shapes for each family. */
 
-import type { ModelPreset, PresetName } from './presets.ts'
+import type { LlamaPreset, ModelPreset, PresetName } from './presets.ts'
 import type { SpecialTokenIds } from './tokenizer-files.ts'
 
 export function buildConfigJson(name: PresetName, p: ModelPreset, seed: number, ids: SpecialTokenIds): Record<string, unknown> {
@@ -27,6 +27,7 @@ export function buildConfigJson(name: PresetName, p: ModelPreset, seed: number, 
       zerolayer,
     }
   }
+  if (p.family === 'qwen2') return qwen2Config(p, ids, zerolayer)
   return {
     architectures: ['LlamaForCausalLM'],
     model_type: 'llama',
@@ -48,6 +49,40 @@ export function buildConfigJson(name: PresetName, p: ModelPreset, seed: number, 
     eos_token_id: ids.eos,
     use_cache: true,
     torch_dtype: 'float32',
+    zerolayer,
+  }
+}
+
+/**
+ * What transformers' Qwen2Config.save_pretrained writes (keys sorted, as it writes them): no
+ * head_dim (hidden_size / num_attention_heads) and no attention_bias key (Qwen2's q/k/v biases are
+ * part of the architecture); no sliding window.
+ */
+function qwen2Config(p: LlamaPreset, ids: SpecialTokenIds, zerolayer: object): Record<string, unknown> {
+  return {
+    architectures: ['Qwen2ForCausalLM'],
+    attention_dropout: 0,
+    bos_token_id: ids.eos,
+    eos_token_id: ids.eos,
+    hidden_act: 'silu',
+    hidden_size: p.hidden,
+    initializer_range: 0.02,
+    intermediate_size: p.intermediate,
+    max_position_embeddings: p.maxPositions,
+    max_window_layers: p.layers,
+    model_type: 'qwen2',
+    num_attention_heads: p.heads,
+    num_hidden_layers: p.layers,
+    num_key_value_heads: p.kvHeads,
+    rms_norm_eps: p.rmsNormEps,
+    rope_scaling: null,
+    rope_theta: p.ropeTheta,
+    sliding_window: null,
+    tie_word_embeddings: false,
+    torch_dtype: 'float32',
+    use_cache: true,
+    use_sliding_window: false,
+    vocab_size: p.vocabSize,
     zerolayer,
   }
 }

@@ -18,7 +18,7 @@ const PROMPTS = [
 
 // The Optimum (concat) interface of the generator; the slot interface the presets use is tested
 // against it in slot-kv-cache.test.ts.
-describe.each(['tiny', 'tiny-llama'] as const satisfies readonly PresetName[])('generated %s model (concat KV) in onnxruntime-node', (preset) => {
+describe.each(['tiny', 'tiny-llama', 'tiny-qwen2'] as const satisfies readonly PresetName[])('generated %s model (concat KV) in onnxruntime-node', (preset) => {
   let dir: string
   let model: DecoderHarness
 
@@ -113,6 +113,34 @@ describe.each(['tiny', 'tiny-llama'] as const satisfies readonly PresetName[])('
     const meanSpread = spreads.reduce((a, b) => a + b, 0) / spreads.length
     expect(meanSpread).toBeGreaterThan(2)
     expect(meanSpread).toBeLessThan(6)
+  })
+})
+
+/**
+ * tiny-qwen2 is tiny-llama (same seed, same tensor names, so the same weights) plus Qwen2's q/k/v
+ * biases: tiny-llama's logits are what a runtime that dropped the biases would compute.
+ */
+describe('Qwen2 q/k/v biases (tiny-qwen2 against tiny-llama)', () => {
+  const root = mkdtempSync(join(tmpdir(), 'zerolayer-qwen2-bias-'))
+  afterAll(() => rmSync(root, { recursive: true, force: true }))
+
+  it('change the logits measurably at every position', async () => {
+    const models: DecoderHarness[] = []
+    for (const preset of ['tiny-llama', 'tiny-qwen2'] as const) {
+      await generateModel({ preset, outDir: join(root, preset), seed: 42, kvCache: 'concat' })
+      models.push(await DecoderHarness.open(join(root, preset)))
+    }
+    const [llama, qwen2] = models as [DecoderHarness, DecoderHarness]
+    try {
+      const ids = PROMPTS[1]
+      const input = { ids: [ids], mask: [ones(ids.length)], positions: [range(0, ids.length)] }
+      const [without, withBias] = [await llama.step(input), await qwen2.step(input)]
+      const diffs = ids.map((_, pos) => maxAbsDiff(llama.logitsAt(without, 0, pos, ids.length), qwen2.logitsAt(withBias, 0, pos, ids.length)))
+      // Logits have std ~4 over the vocabulary; a dropped bias moves some by more than 1 everywhere.
+      expect(Math.min(...diffs)).toBeGreaterThan(1)
+    } finally {
+      for (const m of models) await m.close()
+    }
   })
 })
 

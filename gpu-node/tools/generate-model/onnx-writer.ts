@@ -1,11 +1,12 @@
 /**
  * Minimal ONNX encoder: the subset of onnx.proto (ModelProto, GraphProto, NodeProto,
- * TensorProto with raw_data, ValueInfoProto, AttributeProto, OperatorSetIdProto) that a
- * decoder-only transformer needs. Field numbers follow onnx/onnx.proto; repeated scalars are
- * written unpacked, as proto2 encoders do.
+ * TensorProto with raw_data or external data, ValueInfoProto, AttributeProto,
+ * OperatorSetIdProto) that a decoder-only transformer needs. Field numbers follow
+ * onnx/onnx.proto; repeated scalars are written unpacked, as proto2 encoders do.
  */
 
 import { endianness } from 'node:os'
+import { layoutExternalData, writeExternalData, type ExternalPlacement } from './external-data.ts'
 import { ProtoMessage } from './proto-wire.ts'
 
 /** TensorProto.DataType values used here. */
@@ -57,17 +58,49 @@ export interface OnnxModel {
   metadata?: Record<string, string>
 }
 
-const AttributeType = { FLOAT: 1, INT: 2, STRING: 3, TENSOR: 4, FLOATS: 6, INTS: 7 } as const
+/** Initializer bytes in a file beside model.onnx (external-data.ts). */
+export interface ExternalDataFile {
+  /** The file name model.onnx records, relative to its directory (e.g. `model.onnx_data`). */
+  location: string
+  /** Where to write the file now (the caller may rename it to `location` afterwards). */
+  path: string
+}
 
-function encodeTensor(t: OnnxTensor): ProtoMessage {
+export interface WrittenModel {
+  /** model.onnx size in bytes. */
+  modelBytes: number
+  /** The external data file's size in bytes; 0 without one. */
+  externalDataBytes: number
+}
+
+const AttributeType = { FLOAT: 1, INT: 2, STRING: 3, TENSOR: 4, FLOATS: 6, INTS: 7 } as const
+/** TensorProto.DataLocation.EXTERNAL. */
+const DATA_LOCATION_EXTERNAL = 1
+
+/** Where an external tensor's bytes are: `location` relative to the model file. */
+type ExternalRef = ExternalPlacement & { location: string }
+type PlaceTensor = (t: OnnxTensor) => ExternalRef | undefined
+const allInline: PlaceTensor = () => undefined
+
+/** The tensor's bytes as raw_data stores them: little-endian by spec, so big-endian hosts are refused. */
+function tensorBytes(t: OnnxTensor): Uint8Array {
+  if (endianness() !== 'LE') throw new Error('ONNX raw_data needs a little-endian host')
+  return new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)
+}
+
+/** StringStringEntryProto (external_data entries, metadata_props). */
+const stringEntry = (key: string, value: string): ProtoMessage => new ProtoMessage().string(1, key).string(2, value)
+
+function encodeTensor(t: OnnxTensor, external?: ExternalRef): ProtoMessage {
   const m = new ProtoMessage()
   for (const d of t.dims) m.int(1, d)
   m.uint(2, ELEM_TYPE_CODE[t.elemType])
   m.string(8, t.name)
-  // raw_data is little-endian by spec; typed arrays use host order, so refuse big-endian hosts.
-  if (endianness() !== 'LE') throw new Error('ONNX raw_data needs a little-endian host')
-  m.bytes(9, new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength))
-  return m
+  if (external === undefined) return m.bytes(9, tensorBytes(t))
+  m.message(13, stringEntry('location', external.location))
+  m.message(13, stringEntry('offset', String(external.offset)))
+  m.message(13, stringEntry('length', String(external.length)))
+  return m.uint(14, DATA_LOCATION_EXTERNAL)
 }
 
 function encodeAttribute(name: string, a: OnnxAttribute): ProtoMessage {
@@ -107,25 +140,38 @@ function encodeValueInfo(v: OnnxValueInfo): ProtoMessage {
   return new ProtoMessage().string(1, v.name).message(2, type)
 }
 
-function encodeGraph(g: OnnxGraph): ProtoMessage {
+function encodeGraph(g: OnnxGraph, place: PlaceTensor): ProtoMessage {
   const m = new ProtoMessage()
   for (const n of g.nodes) m.message(1, encodeNode(n))
   m.string(2, g.name)
-  for (const t of g.initializers) m.message(5, encodeTensor(t))
+  for (const t of g.initializers) m.message(5, encodeTensor(t, place(t)))
   for (const v of g.inputs) m.message(11, encodeValueInfo(v))
   for (const v of g.outputs) m.message(12, encodeValueInfo(v))
   return m
 }
 
-export function encodeModel(model: OnnxModel): ProtoMessage {
+/** Encodes `model`; `place` says which initializers are external data (default: none). */
+export function encodeModel(model: OnnxModel, place: PlaceTensor = allInline): ProtoMessage {
   const m = new ProtoMessage().int(1, model.irVersion).string(2, model.producerName).string(3, model.producerVersion)
-  m.message(7, encodeGraph(model.graph))
+  m.message(7, encodeGraph(model.graph, place))
   m.message(8, new ProtoMessage().string(1, '').int(2, model.opsetVersion))
-  for (const [key, value] of Object.entries(model.metadata ?? {})) m.message(14, new ProtoMessage().string(1, key).string(2, value))
+  for (const [key, value] of Object.entries(model.metadata ?? {})) m.message(14, stringEntry(key, value))
   return m
 }
 
-/** Encodes `model` and streams it to `path`; returns the file size in bytes. */
-export function writeOnnxModel(path: string, model: OnnxModel): number {
-  return encodeModel(model).writeToFile(path)
+/**
+ * Encodes `model` and streams it to `path`. With `external`, the initializers external-data.ts
+ * places are written to `external.path` first and model.onnx only refers to them.
+ */
+export function writeOnnxModel(path: string, model: OnnxModel, external?: ExternalDataFile): WrittenModel {
+  if (external === undefined) return { modelBytes: encodeModel(model).writeToFile(path), externalDataBytes: 0 }
+  const tensors = model.graph.initializers
+  const placements = layoutExternalData(tensors.map((t) => t.data.byteLength))
+  const refs = new Map<OnnxTensor, ExternalRef>()
+  tensors.forEach((t, i) => {
+    const at = placements[i]
+    if (at !== undefined) refs.set(t, { ...at, location: external.location })
+  })
+  const externalDataBytes = writeExternalData(external.path, [...refs].map(([t, at]) => ({ at, bytes: tensorBytes(t) })))
+  return { modelBytes: encodeModel(model, (t) => refs.get(t)).writeToFile(path), externalDataBytes }
 }

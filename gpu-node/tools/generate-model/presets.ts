@@ -38,8 +38,9 @@ export interface GptPreset extends OptionalInputsFlag {
   maxPositions: number
 }
 
+/** Llama style; 'qwen2' is the same shape with biases on the q/k/v projections (o_proj has none). */
 export interface LlamaPreset extends OptionalInputsFlag {
-  family: 'llama'
+  family: 'llama' | 'qwen2'
   vocabSize: number
   hidden: number
   /** SwiGLU inner width. */
@@ -70,6 +71,11 @@ export const PRESETS = {
     family: 'llama', vocabSize: 32000, hidden: 512, intermediate: 1408, layers: 8, heads: 8, kvHeads: 2,
     maxPositions: 2048, ropeTheta: 10000, rmsNormEps: 1e-6, logitsToKeep: true, kvCache: 'slots',
   },
+  /** `tiny-llama` (same seed, same weights) plus Qwen2's q/k/v biases, with Qwen2's config.json. */
+  'tiny-qwen2': {
+    family: 'qwen2', vocabSize: 512, hidden: 256, intermediate: 704, layers: 4, heads: 8, kvHeads: 2,
+    maxPositions: 2048, ropeTheta: 10000, rmsNormEps: 1e-6, kvCache: 'slots',
+  },
 } as const satisfies Record<string, ModelPreset>
 
 export type PresetName = keyof typeof PRESETS
@@ -95,5 +101,5 @@ export function declaresLogitsToKeep(p: ModelPreset): boolean {
 
 /** KV heads in past/present (GPT-2 style models have one per query head). */
 export function kvHeadCount(p: ModelPreset): number {
-  return p.family === 'llama' ? p.kvHeads : p.heads
+  return p.family === 'gpt2' ? p.heads : p.kvHeads
 }

@@ -78,18 +78,7 @@ export class ProtoMessage {
 
   /** Writes the message to `path` with a sequence of writeSync calls; returns bytes written. */
   writeToFile(path: string): number {
-    const fd = openSync(path, 'w')
-    let total = 0
-    try {
-      for (const piece of this.finish()) {
-        let off = 0
-        while (off < piece.byteLength) off += writeSync(fd, piece, off, piece.byteLength - off)
-        total += off
-      }
-    } finally {
-      closeSync(fd)
-    }
-    return total
+    return writePieces(path, this.finish())
   }
 
   private tag(field: number, wireType: number): void {
@@ -130,4 +119,20 @@ export class ProtoMessage {
     if (this.used > this.start) this.pieces.push(this.scratch.subarray(this.start, this.used))
     this.start = this.used
   }
+}
+
+/** Writes `pieces` to `path` in order, one writeSync loop each (nothing is concatenated); returns bytes written. */
+export function writePieces(path: string, pieces: Iterable<Uint8Array>): number {
+  const fd = openSync(path, 'w')
+  let total = 0
+  try {
+    for (const piece of pieces) {
+      let off = 0
+      while (off < piece.byteLength) off += writeSync(fd, piece, off, piece.byteLength - off)
+      total += off
+    }
+  } finally {
+    closeSync(fd)
+  }
+  return total
 }
