@@ -240,8 +240,8 @@ describe('logits wider than config vocab_size (a padded vocabulary)', () => {
     const reqs = requests(dir)
     const single = await inProcessEngine(dir)
     const alone: string[] = []
-    for (const r of reqs) alone.push(await generate(single, { ...r, id: `alone-${r.id}` }))
+    for (const r of reqs) alone.push(await generateText(single, { ...r, id: `alone-${r.id}` }))
     const batched = await inProcessEngine(dir)
-    expect(await Promise.all(reqs.map((r) => generate(batched, r)))).toEqual(alone)
+    expect(await Promise.all(reqs.map((r) => generateText(batched, r)))).toEqual(alone)
   })
 })
