@@ -1,0 +1,305 @@
+"""
+Independent reference models for the node's loader: HF-faithful GPT-2 and Llama decoders written
+in PyTorch (no transformers here: Debian has no package for it), exported with PyTorch's own
+exporter (torch.onnx.export) under Optimum's input/output names, plus PyTorch's own greedy
+generation for a fixed set of prompts. Nothing here comes from zerolayer's generator.
+
+  /usr/bin/python3 test/torch/export_reference.py OUT_DIR TOKENIZER_DIR
+
+writes OUT_DIR/<variant>/{model.onnx, config.json, generation_config.json, tokenizer.json,
+tokenizer_config.json} and OUT_DIR/reference.json: per variant, per prompt, the greedy tokens
+and, at each step, the margin between PyTorch's top two logits (for the tie rule).
+Variants: gpt2 (with position_ids), gpt2-derived-positions (no position_ids input, positions
+from the past length as older Optimum GPT-2 exports), llama (RoPE, RMSNorm, SwiGLU, GQA).
+"""
+import json
+import math
+import os
+import shutil
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+VOCAB = 512
+D = 128
+LAYERS = 2
+HEADS = 4
+KV_HEADS = 2
+INTER = 256
+MAX_POS = 256
+NEW_TOKENS = 12
+PROMPTS = [[5], [17, 300, 42], [100, 101, 102, 103, 104, 105, 106], [7, 8], [260, 261, 262, 263, 264, 265, 266, 267, 268, 269, 270], [400, 33, 12, 9], [90] * 5, [3, 250, 499, 18, 77, 140]]
+# HF initialises at std 0.02, which leaves random models' logits nearly flat (greedy would be
+# decided by float noise); a larger std gives decisive logits, as a trained model has.
+INIT_STD = 0.25
+
+
+def init_weights(model):
+    # Norm scales near 1, as HF initialises them (near 0 they would erase the signal); every
+    # other vector (biases) and matrix random.
+    scales = {id(m.weight) for m in model.modules() if isinstance(m, (nn.LayerNorm, RmsNorm))}
+    for p in model.parameters():
+        if id(p) in scales:
+            nn.init.normal_(p, 1.0, 0.05)
+        elif p.dim() >= 2:
+            nn.init.normal_(p, 0.0, INIT_STD)
+        else:
+            nn.init.normal_(p, 0.0, 0.1)
+
+
+class Gpt2Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        # HF's Conv1D: weight [in, out], y = x @ W + b.
+        self.c_attn_w = nn.Parameter(torch.empty(D, 3 * D))
+        self.c_attn_b = nn.Parameter(torch.empty(3 * D))
+        self.c_proj_w = nn.Parameter(torch.empty(D, D))
+        self.c_proj_b = nn.Parameter(torch.empty(D))
+
+    def forward(self, x, bias_mask, past_k, past_v):
+        b, s, _ = x.shape
+        q, k, v = (x @ self.c_attn_w + self.c_attn_b).split(D, dim=2)
+        heads = lambda t: t.view(b, s, HEADS, D // HEADS).transpose(1, 2)
+        q, k, v = heads(q), heads(k), heads(v)
+        k = torch.cat([past_k, k], dim=2)
+        v = torch.cat([past_v, v], dim=2)
+        w = (q @ k.transpose(-1, -2)) / math.sqrt(D // HEADS) + bias_mask
+        out = F.softmax(w, dim=-1) @ v
+        out = out.transpose(1, 2).reshape(b, s, D)
+        return out @ self.c_proj_w + self.c_proj_b, k, v
+
+
+class Gpt2Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(D, eps=1e-5)
+        self.attn = Gpt2Attention()
+        self.ln_2 = nn.LayerNorm(D, eps=1e-5)
+        self.fc_w = nn.Parameter(torch.empty(D, 4 * D))
+        self.fc_b = nn.Parameter(torch.empty(4 * D))
+        self.proj_w = nn.Parameter(torch.empty(4 * D, D))
+        self.proj_b = nn.Parameter(torch.empty(D))
+
+    def forward(self, h, bias_mask, past_k, past_v):
+        a, k, v = self.attn(self.ln_1(h), bias_mask, past_k, past_v)
+        h = h + a
+        m = F.gelu(self.ln_2(h) @ self.fc_w + self.fc_b, approximate='tanh')  # GPT-2's gelu_new
+        return h + (m @ self.proj_w + self.proj_b), k, v
+
+
+def additive_mask(attention_mask, s, total, dtype):
+    """HF's 4D mask: causal over the last s positions, padding from attention_mask; 0 or min."""
+    past = total - s
+    causal = torch.ones(s, total, dtype=torch.bool).tril(diagonal=past)
+    keep = causal[None, None, :, :] & attention_mask[:, None, None, :].bool()
+    return torch.zeros(keep.shape, dtype=dtype).masked_fill(~keep, torch.finfo(dtype).min)
+
+
+class Gpt2(nn.Module):
+    def __init__(self, derived_positions):
+        super().__init__()
+        self.derived_positions = derived_positions
+        self.wte = nn.Embedding(VOCAB, D)
+        self.wpe = nn.Embedding(MAX_POS, D)
+        self.blocks = nn.ModuleList([Gpt2Block() for _ in range(LAYERS)])
+        self.ln_f = nn.LayerNorm(D, eps=1e-5)
+        self.lm_head = nn.Linear(D, VOCAB, bias=False)
+
+    def forward(self, input_ids, attention_mask, position_ids, past):
+        s = input_ids.shape[1]
+        past_len = past[0].shape[2]
+        if self.derived_positions:
+            # transformers' GPT-2 without position_ids: arange over the past length, every row alike.
+            position_ids = torch.arange(past_len, past_len + s, dtype=torch.long).unsqueeze(0)
+        h = self.wte(input_ids) + self.wpe(position_ids)
+        mask = additive_mask(attention_mask, s, past_len + s, h.dtype)
+        presents = []
+        for i, block in enumerate(self.blocks):
+            h, k, v = block(h, mask, past[2 * i], past[2 * i + 1])
+            presents += [k, v]
+        return self.lm_head(self.ln_f(h)), presents
+
+
+class RmsNorm(nn.Module):
+    def __init__(self, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(D))
+        self.eps = eps
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def repeat_kv(x):
+    """transformers' repeat_kv: each KV head serves HEADS / KV_HEADS query heads."""
+    b, kv, slen, hd = x.shape
+    rep = HEADS // KV_HEADS
+    return x[:, :, None, :, :].expand(b, kv, rep, slen, hd).reshape(b, kv * rep, slen, hd)
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        hd = D // HEADS
+        self.input_layernorm = RmsNorm()
+        self.q_proj = nn.Linear(D, HEADS * hd, bias=False)
+        self.k_proj = nn.Linear(D, KV_HEADS * hd, bias=False)
+        self.v_proj = nn.Linear(D, KV_HEADS * hd, bias=False)
+        self.o_proj = nn.Linear(HEADS * hd, D, bias=False)
+        self.post_attention_layernorm = RmsNorm()
+        self.gate_proj = nn.Linear(D, INTER, bias=False)
+        self.up_proj = nn.Linear(D, INTER, bias=False)
+        self.down_proj = nn.Linear(INTER, D, bias=False)
+
+    def forward(self, h, mask, cos, sin, past_k, past_v):
+        b, s, _ = h.shape
+        hd = D // HEADS
+        x = self.input_layernorm(h)
+        q = self.q_proj(x).view(b, s, HEADS, hd).transpose(1, 2)
+        k = self.k_proj(x).view(b, s, KV_HEADS, hd).transpose(1, 2)
+        v = self.v_proj(x).view(b, s, KV_HEADS, hd).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = torch.cat([past_k, k], dim=2)
+        v = torch.cat([past_v, v], dim=2)
+        kk, vv = repeat_kv(k), repeat_kv(v)
+        w = (q @ kk.transpose(-1, -2)) / math.sqrt(hd) + mask
+        out = (F.softmax(w, dim=-1) @ vv).transpose(1, 2).reshape(b, s, D)
+        h = h + self.o_proj(out)
+        y = self.post_attention_layernorm(h)
+        return h + self.down_proj(F.silu(self.gate_proj(y)) * self.up_proj(y)), k, v
+
+
+class Llama(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(VOCAB, D)
+        self.layers = nn.ModuleList([LlamaBlock() for _ in range(LAYERS)])
+        self.norm = RmsNorm()
+        self.lm_head = nn.Linear(D, VOCAB, bias=False)
+        hd = D // HEADS
+        self.register_buffer('inv_freq', 1.0 / (10000.0 ** (torch.arange(0, hd, 2).float() / hd)), persistent=False)
+
+    def forward(self, input_ids, attention_mask, position_ids, past):
+        s = input_ids.shape[1]
+        past_len = past[0].shape[2]
+        h = self.embed_tokens(input_ids)
+        freqs = position_ids[:, :, None].float() * self.inv_freq[None, None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos()[:, None, :, :], emb.sin()[:, None, :, :]
+        mask = additive_mask(attention_mask, s, past_len + s, h.dtype)
+        presents = []
+        for i, layer in enumerate(self.layers):
+            h, k, v = layer(h, mask, cos, sin, past[2 * i], past[2 * i + 1])
+            presents += [k, v]
+        return self.lm_head(self.norm(h)), presents
+
+
+class OptimumInterface(nn.Module):
+    """forward(input_ids, attention_mask, [position_ids,] past_key_values.*) → logits, present.*"""
+
+    def __init__(self, model, with_positions):
+        super().__init__()
+        self.model = model
+        self.with_positions = with_positions
+
+    def forward(self, input_ids, attention_mask, *rest):
+        if self.with_positions:
+            position_ids, past = rest[0], list(rest[1:])
+        else:
+            position_ids, past = None, list(rest)
+        logits, presents = self.model(input_ids, attention_mask, position_ids, past)
+        return (logits, *presents)
+
+
+def kv_heads(variant):
+    return KV_HEADS if variant == 'llama' else HEADS
+
+
+def export(variant, model, out_dir):
+    with_positions = variant != 'gpt2-derived-positions'
+    wrapper = OptimumInterface(model, with_positions).eval()
+    hd = D // HEADS
+    ids = torch.tensor([[1, 2, 3]], dtype=torch.long)
+    mask = torch.ones(1, 5, dtype=torch.long)
+    pos = torch.tensor([[2, 3, 4]], dtype=torch.long)
+    past = [torch.zeros(1, kv_heads(variant), 2, hd) for _ in range(2 * LAYERS)]
+    names = ['input_ids', 'attention_mask'] + (['position_ids'] if with_positions else [])
+    past_names = [f'past_key_values.{i}.{kind}' for i in range(LAYERS) for kind in ('key', 'value')]
+    out_names = ['logits'] + [f'present.{i}.{kind}' for i in range(LAYERS) for kind in ('key', 'value')]
+    axes = {'input_ids': {0: 'batch_size', 1: 'sequence_length'}, 'attention_mask': {0: 'batch_size', 1: 'total_sequence_length'}, 'logits': {0: 'batch_size', 1: 'sequence_length'}}
+    if with_positions:
+        axes['position_ids'] = {0: 'batch_size', 1: 'sequence_length'}
+    for n in past_names:
+        axes[n] = {0: 'batch_size', 2: 'past_sequence_length'}
+    for n in out_names[1:]:
+        axes[n] = {0: 'batch_size', 2: 'total_sequence_length'}
+    args = (ids, mask) + ((pos,) if with_positions else ()) + tuple(past)
+    os.makedirs(out_dir, exist_ok=True)
+    torch.onnx.export(wrapper, args, os.path.join(out_dir, 'model.onnx'), input_names=names + past_names, output_names=out_names, dynamic_axes=axes, opset_version=14, do_constant_folding=True)
+
+
+def config_json(variant):
+    if variant == 'llama':
+        return {'architectures': ['LlamaForCausalLM'], 'model_type': 'llama', 'vocab_size': VOCAB, 'hidden_size': D, 'intermediate_size': INTER, 'num_hidden_layers': LAYERS, 'num_attention_heads': HEADS, 'num_key_value_heads': KV_HEADS, 'max_position_embeddings': MAX_POS, 'rms_norm_eps': 1e-6, 'rope_theta': 10000.0, 'hidden_act': 'silu', 'tie_word_embeddings': False, 'torch_dtype': 'float32'}
+    return {'architectures': ['GPT2LMHeadModel'], 'model_type': 'gpt2', 'vocab_size': VOCAB, 'n_embd': D, 'n_layer': LAYERS, 'n_head': HEADS, 'n_positions': MAX_POS, 'n_ctx': MAX_POS, 'activation_function': 'gelu_new', 'layer_norm_epsilon': 1e-5, 'tie_word_embeddings': False, 'torch_dtype': 'float32'}
+
+
+@torch.no_grad()
+def greedy(model, variant, prompt):
+    """PyTorch's own greedy generation with its KV cache, one sequence: tokens and top-2 margins."""
+    hd = D // HEADS
+    past = [torch.zeros(1, kv_heads(variant), 0, hd) for _ in range(2 * LAYERS)]
+    ids = torch.tensor([prompt], dtype=torch.long)
+    total = 0
+    tokens, margins = [], []
+    for _ in range(NEW_TOKENS):
+        s = ids.shape[1]
+        pos = torch.arange(total, total + s, dtype=torch.long).unsqueeze(0)
+        mask = torch.ones(1, total + s, dtype=torch.long)
+        logits, past = model(ids, mask, pos, past)
+        last = logits[0, -1]
+        top = torch.topk(last, 2)
+        tokens.append(int(top.indices[0]))
+        margins.append(float(top.values[0] - top.values[1]))
+        total += s
+        ids = torch.tensor([[tokens[-1]]], dtype=torch.long)
+    return tokens, margins
+
+
+def main():
+    out, tokenizer_dir = sys.argv[1], sys.argv[2]
+    torch.manual_seed(1234)
+    models = {'gpt2': Gpt2(False), 'gpt2-derived-positions': None, 'llama': Llama()}
+    for m in (models['gpt2'], models['llama']):
+        init_weights(m)
+    # The derived-positions export carries gpt2's very weights: only the position input differs.
+    derived = Gpt2(True)
+    derived.load_state_dict(models['gpt2'].state_dict())
+    models['gpt2-derived-positions'] = derived
+    reference = {'new_tokens': NEW_TOKENS, 'prompts': PROMPTS, 'variants': {}}
+    for variant, model in models.items():
+        model.eval()
+        d = os.path.join(out, variant)
+        export(variant, model, d)
+        with open(os.path.join(d, 'config.json'), 'w') as f:
+            json.dump(config_json(variant), f)
+        with open(os.path.join(d, 'generation_config.json'), 'w') as f:
+            json.dump({'eos_token_id': []}, f)
+        for name in ('tokenizer.json', 'tokenizer_config.json'):
+            shutil.copy(os.path.join(tokenizer_dir, name), os.path.join(d, name))
+        runs = [greedy(model, variant, p) for p in PROMPTS]
+        reference['variants'][variant] = [{'tokens': t, 'margins': m} for t, m in runs]
+    with open(os.path.join(out, 'reference.json'), 'w') as f:
+        json.dump(reference, f)
+
+
+if __name__ == '__main__':
+    main()
