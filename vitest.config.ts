@@ -5,6 +5,11 @@ import type {} from './edge/test/workers/global-setup.ts'
 
 /** Edge tests that run inside workerd (the Workers runtime), not in Node. */
 const WORKERS_TESTS = 'edge/test/workers/**/*.test.ts'
+/**
+ * Whole-stack tests with timing bounds (a killed node's streams end within a second): they run
+ * after every other file, so no CPU-heavy ONNX Runtime test shares the 2 cores with them.
+ */
+const E2E_TESTS = 'test/e2e/**/*.test.ts'
 
 export default defineConfig({
   test: {
@@ -19,8 +24,18 @@ export default defineConfig({
         test: {
           name: 'node',
           include: ['{gpu-node,shared,edge,infra,bench}/**/*.test.ts', 'test/**/*.test.ts'],
-          exclude: ['**/node_modules/**', WORKERS_TESTS],
+          exclude: ['**/node_modules/**', WORKERS_TESTS, E2E_TESTS],
           globalSetup: ['./infra/scripts/test-global-setup.ts'],
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'e2e',
+          include: [E2E_TESTS],
+          globalSetup: ['./infra/scripts/test-global-setup.ts'],
+          sequence: { groupOrder: 1 },
         },
       },
       {
@@ -52,6 +67,7 @@ export default defineConfig({
         test: {
           name: 'workers',
           include: [WORKERS_TESTS],
+          sequence: { groupOrder: 0 },
           globalSetup: ['./edge/test/workers/global-setup.ts'],
           testTimeout: 30_000,
           hookTimeout: 60_000,

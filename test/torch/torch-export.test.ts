@@ -85,7 +85,7 @@ class RecordingRunner implements ModelRunner {
 }
 
 async function run(variant: string, together: boolean, batching?: Batching): Promise<number[][]> {
-  const { runner, tokenizer } = await loadModel({ modelDir: join(root, variant), executionProvider: 'cpu', kvBudgetBytes: 256 * 1024 * 1024 })
+  const { runner, tokenizer } = await loadModel({ intraOpThreads: 1, modelDir: join(root, variant), executionProvider: 'cpu', kvBudgetBytes: 256 * 1024 * 1024 })
   const recording = new RecordingRunner(runner, batching)
   const engine = new Engine({ runner: recording, decoder: tokenizer, limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 256 * 1024 * 1024, prefillChunkTokens: 32 } })
   const req = (promptTokens: number[], i: number): EngineRequest => ({ id: `${variant}-${i}`, promptTokens, maxTokens: reference.new_tokens, stop: [], sampling: GREEDY, priority: 0, ignoreEos: true })

@@ -15,6 +15,7 @@ import { readSessionIo } from './session-io.ts'
 import { SLOT_STEP, SlotKvCache } from './slot-kv-cache.ts'
 import { ModelTokenizer } from './tokenizer.ts'
 import { composeEngine } from '../compose-engine.ts'
+import { ONE_THREAD } from '../../test/support/one-thread.ts'
 
 /**
  * Continuous batching must be exact: a greedy request returns the same text whether it ran
@@ -56,7 +57,7 @@ class SharedPositions extends SlotKvCache {
 }
 
 async function inProcessEngine(dir: ModelDir, cache?: (io: ReturnType<typeof readSessionIo>) => BatchCache, budget?: { tokens: number; observer: EngineObserver }, batching?: Batching) {
-  const session = await ort.InferenceSession.create(dir.onnxPath)
+  const session = await ort.InferenceSession.create(dir.onnxPath, ONE_THREAD)
   const io = readSessionIo(session, dir.config)
   const info = { ...toModelInfo(dir, io), ...(batching ? { batching } : {}) }
   const kvBudgetBytes = budget ? budget.tokens * info.kvBytesPerToken : 1 << 30
@@ -146,7 +147,7 @@ for (const [preset, kv, path] of MODELS) {
     })
 
     it('runs the same way through the worker-thread runner', async () => {
-      const loaded = await composeEngine({ modelDir: path, executionProvider: 'cpu', limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 1024 * 1024 * 1024, prefillChunkTokens: 16 } })
+      const loaded = await composeEngine({ intraOpThreads: 1, modelDir: path, executionProvider: 'cpu', limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 1024 * 1024 * 1024, prefillChunkTokens: 16 } })
       const reqs = requests(dir)
       const single = await inProcessEngine(dir)
       const alone: string[] = []
@@ -180,7 +181,7 @@ describe('a graph without position_ids (positions from the past length)', () => 
   }
 
   it('is detected at load: equal-length batching', async () => {
-    const session = await ort.InferenceSession.create(derived.onnxPath)
+    const session = await ort.InferenceSession.create(derived.onnxPath, ONE_THREAD)
     const io = readSessionIo(session, derived.config)
     expect({ hasPositionIds: io.hasPositionIds, kvCache: io.kvCache, batching: toModelInfo(derived, io).batching }).toEqual({ hasPositionIds: false, kvCache: 'concat', batching: 'equal-lengths' })
   })
@@ -215,7 +216,7 @@ describe('a graph without position_ids (positions from the past length)', () => 
   })
 
   it('runs the same way through the worker-thread runner', async () => {
-    const loaded = await composeEngine({ modelDir: join(concatRoot, 'tiny-derived-positions'), executionProvider: 'cpu', limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 1024 * 1024 * 1024, prefillChunkTokens: 16 } })
+    const loaded = await composeEngine({ intraOpThreads: 1, modelDir: join(concatRoot, 'tiny-derived-positions'), executionProvider: 'cpu', limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 1024 * 1024 * 1024, prefillChunkTokens: 16 } })
     expect(loaded.info.batching).toBe('equal-lengths')
     const reqs = requests(derived).slice(0, 4)
     const reference = await aloneOn(explicit, reqs)

@@ -29,7 +29,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }))
 
 /** Three concurrent greedy requests through the worker-thread runner. */
 async function greedyTexts(modelDir: string): Promise<string[]> {
-  const model = await composeEngine({ modelDir, executionProvider: 'cpu', limits: LIMITS })
+  const model = await composeEngine({ intraOpThreads: 1, modelDir, executionProvider: 'cpu', limits: LIMITS })
   try {
     const prompts = ['Hi', 'The quick brown fox jumps', 'Once upon a time, in a land far away, there lived']
     const reqs = prompts.map((p, i): EngineRequest => ({ id: `r${i}`, promptTokens: model.encoder.encodeText(p), maxTokens: 12, stop: [], sampling: GREEDY, priority: 0, ignoreEos: true }))
@@ -59,7 +59,7 @@ describe('a model with its weights as ONNX external data (model.onnx_data)', () 
   it('fails to load with a message naming model.onnx and the missing data file', async () => {
     renameSync(join(externalDir, EXTERNAL_DATA_FILE), join(externalDir, 'moved'))
     try {
-      await expect(loadModel({ modelDir: externalDir, executionProvider: 'cpu', kvBudgetBytes: LIMITS.kvBudgetBytes })).rejects.toThrow(
+      await expect(loadModel({ intraOpThreads: 1, modelDir: externalDir, executionProvider: 'cpu', kvBudgetBytes: LIMITS.kvBudgetBytes })).rejects.toThrow(
         /model\.onnx: ONNX Runtime could not load it .*model\.onnx_data/,
       )
     } finally {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { GREEDY, type EngineEvent, type EngineRequest } from '../engine/types.ts'
 import { generateModel, isCurrentGeneratedModel } from '../../tools/generate-model/generate-model.ts'
 import { composeEngine } from '../compose-engine.ts'
+import { ONE_THREAD } from '../../test/support/one-thread.ts'
 
 /**
  * The `small` presets declare `num_logits_to_keep` alone (no use_cache_branch), so prefill runs
@@ -23,7 +24,7 @@ beforeAll(async () => {
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 
 async function greedyTexts(modelDir: string): Promise<string[]> {
-  const model = await composeEngine({ modelDir, executionProvider: 'cpu', limits: { maxBatch: 8, maxQueue: 16, kvBudgetBytes: 256 * 1024 * 1024, prefillChunkTokens: 16 } })
+  const model = await composeEngine({ intraOpThreads: 1, modelDir, executionProvider: 'cpu', limits: { maxBatch: 8, maxQueue: 16, kvBudgetBytes: 256 * 1024 * 1024, prefillChunkTokens: 16 } })
   const prompts = ['Hi', 'The quick brown fox jumps', 'Once upon a time', 'a prompt longer than the sixteen-token prefill chunk, so it is prefilled in pieces']
   try {
     return await Promise.all(prompts.map((p, i) => new Promise<string>((resolve, reject) => {
@@ -43,7 +44,7 @@ async function greedyTexts(modelDir: string): Promise<string[]> {
 
 describe('num_logits_to_keep alone (the small presets)', () => {
   it('is declared without use_cache_branch, stamps the directory, and the runner gives tiny’s exact texts', async () => {
-    const session = await ort.InferenceSession.create(join(keepDir, 'model.onnx'))
+    const session = await ort.InferenceSession.create(join(keepDir, 'model.onnx'), ONE_THREAD)
     try {
       expect(session.inputNames).toContain('num_logits_to_keep')
       expect(session.inputNames).not.toContain('use_cache_branch')

@@ -72,7 +72,7 @@ describe('readModelDir', () => {
     renameSync(join(dir, 'model.onnx'), join(dir, 'onnx/model_quantized.onnx'))
     expect(() => readModelDir(dir)).toThrow(/model\.onnx: missing .*MODEL_FILE/)
     expect(() => readModelDir(dir, 'onnx/model_q4.onnx')).toThrow(/onnx\/model_q4\.onnx: missing/)
-    const loaded = await loadModel({ modelDir: dir, modelFile: 'onnx/model_quantized.onnx', executionProvider: 'cpu', kvBudgetBytes: 1024 * 1024 })
+    const loaded = await loadModel({ intraOpThreads: 1, modelDir: dir, modelFile: 'onnx/model_quantized.onnx', executionProvider: 'cpu', kvBudgetBytes: 1024 * 1024 })
     expect(loaded.served.graph).toBe('onnx/model_quantized.onnx')
     expect(loaded.runner.info).toMatchObject({ numLayers: 4, batching: 'continuous' })
     await loaded.runner.close()
@@ -81,6 +81,6 @@ describe('readModelDir', () => {
   it('refuses an ONNX file that is not a decoder with past, naming the file', async () => {
     const dir = copyOfTiny()
     writeFileSync(join(dir, 'model.onnx'), 'not a model')
-    await expect(loadModel({ modelDir: dir, executionProvider: 'cpu', kvBudgetBytes: 1024 * 1024 })).rejects.toThrow(/model\.onnx/)
+    await expect(loadModel({ intraOpThreads: 1, modelDir: dir, executionProvider: 'cpu', kvBudgetBytes: 1024 * 1024 })).rejects.toThrow(/model\.onnx/)
   })
 })

@@ -7,6 +7,7 @@ import { GREEDY, type EngineRequest } from '../engine/types.ts'
 import { generateText } from '../../test/support/generate-text.ts'
 import { generateModel } from '../../tools/generate-model/generate-model.ts'
 import { composeEngine } from '../compose-engine.ts'
+import { ONE_THREAD } from '../../test/support/one-thread.ts'
 
 /**
  * Some Hugging Face Optimum exports declare optional inputs: `use_cache_branch` (bool [1], merged
@@ -28,7 +29,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }))
 
 /** Four concurrent greedy requests; the last prompt is longer than the 16-token prefill chunk. */
 async function greedyTexts(modelDir: string): Promise<string[]> {
-  const model = await composeEngine({ modelDir, executionProvider: 'cpu', limits: { maxBatch: 8, maxQueue: 16, kvBudgetBytes: 256 * 1024 * 1024, prefillChunkTokens: 16 } })
+  const model = await composeEngine({ intraOpThreads: 1, modelDir, executionProvider: 'cpu', limits: { maxBatch: 8, maxQueue: 16, kvBudgetBytes: 256 * 1024 * 1024, prefillChunkTokens: 16 } })
   try {
     const prompts = [
       'Hi',
@@ -47,8 +48,8 @@ async function greedyTexts(modelDir: string): Promise<string[]> {
 
 describe('Optimum optional inputs (use_cache_branch, num_logits_to_keep)', () => {
   it('are declared by tiny-optimum-legacy only, and num_logits_to_keep slices the logits', async () => {
-    const plain = await ort.InferenceSession.create(join(plainDir, 'model.onnx'))
-    const legacy = await ort.InferenceSession.create(join(legacyDir, 'model.onnx'))
+    const plain = await ort.InferenceSession.create(join(plainDir, 'model.onnx'), ONE_THREAD)
+    const legacy = await ort.InferenceSession.create(join(legacyDir, 'model.onnx'), ONE_THREAD)
     try {
       for (const name of OPTIONAL) {
         expect(legacy.inputNames).toContain(name)

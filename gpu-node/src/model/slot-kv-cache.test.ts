@@ -11,6 +11,7 @@ import { ModelStep } from './model-step.ts'
 import { kvBytesPerToken, type PrefillPart, type StepPlan, type StepResult } from './runner.ts'
 import { readSessionIo } from './session-io.ts'
 import { SlotKvCache } from './slot-kv-cache.ts'
+import { ONE_THREAD } from '../../test/support/one-thread.ts'
 
 /**
  * The slot KV interface (the presets' graphs) against Optimum's concat interface (the same preset
@@ -63,7 +64,7 @@ function plans(): StepPlan[] {
 /** Runs the plans, recording every session.run's logits and every step's result. */
 async function run(dir: string, slotStep?: number, kvBudgetBytes?: number): Promise<{ logits: Float32Array[]; results: StepResult[]; capacities: number[]; held: number[]; bytesPerSlot: number }> {
   const model = readModelDir(dir)
-  const session = await ort.InferenceSession.create(model.onnxPath)
+  const session = await ort.InferenceSession.create(model.onnxPath, ONE_THREAD)
   const io = readSessionIo(session, model.config)
   const logits: Float32Array[] = []
   const recording = {

@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import * as ort from 'onnxruntime-node'
+import { ONE_THREAD } from './one-thread.ts'
 
 export interface DecoderShape {
   layers: number
@@ -46,7 +47,7 @@ export class DecoderHarness {
   ) {}
 
   static async open(dir: string): Promise<DecoderHarness> {
-    const session = await ort.InferenceSession.create(join(dir, 'model.onnx'), { intraOpNumThreads: 2, interOpNumThreads: 1 })
+    const session = await ort.InferenceSession.create(join(dir, 'model.onnx'), ONE_THREAD)
     return new DecoderHarness(session, readDecoderShape(dir))
   }
 
