@@ -82,10 +82,10 @@ describe('a dialect registered beside the three real ones', () => {
     const h = await harness()
     const unauthorized = await h.call('/v1/fourth', fourthBody, {})
     expect(unauthorized.status).toBe(401)
-    expect(await unauthorized.json()).toEqual({ failure: { kind: 'who_are_you', detail: expect.stringContaining('Missing API key') } })
+    expect(await unauthorized.json()).toEqual({ failure: { kind: 'fourth_unauthorized', detail: expect.stringContaining('Missing API key') } })
     const bad = await h.call('/v1/fourth', { model: 'tiny' })
     expect(bad.status).toBe(400)
-    expect(await bad.json()).toEqual({ failure: { kind: 'bad_request', detail: expect.stringContaining("'prompt'") } })
+    expect(await bad.json()).toEqual({ failure: { kind: 'fourth_invalid_request', detail: expect.stringContaining("'prompt'") } })
     expect(h.forwardedPaths).toEqual([])
   })
 
@@ -94,7 +94,7 @@ describe('a dialect registered beside the three real ones', () => {
     h.admit = false
     const res = await h.call('/v1/fourth', fourthBody)
     expect(res.status).toBe(429)
-    expect((await res.json()) as unknown).toMatchObject({ failure: { kind: 'slow_down' } })
+    expect((await res.json()) as unknown).toMatchObject({ failure: { kind: 'fourth_rate_limited' } })
     expect(res.headers.get('retry-after-ms')).toBe('1500')
     expect(res.headers.get('x-should-retry')).toBe('true')
     expect(res.headers.get('fourth-requests-left')).toBe('0')
@@ -116,7 +116,7 @@ describe('a dialect registered beside the three real ones', () => {
     const res = await h.call('/v1/fourth', { ...fourthBody, stream: true })
     expect(await res.text()).toBe(
       'event: text\ndata: {"text":"hi"}\n\n' +
-        'event: failure\ndata: {"failure":{"kind":"unreachable","detail":"The GPU node failed while streaming this response."}}\n\n',
+        'event: failure\ndata: {"failure":{"kind":"fourth_upstream_unavailable","detail":"The GPU node failed while streaming this response."}}\n\n',
     )
   })
 

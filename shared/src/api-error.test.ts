@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { API_ERROR_CODES, ApiError, INTERNAL_ERROR_MESSAGE, toApiError } from './api-error.ts'
 import { getDialect } from './dialects/index.ts'
-import { renderError, renderStreamError } from './error-body.ts'
+import { errorStatus, renderError, renderStreamError } from './error-body.ts'
 import { toAnthropicStopReason, toOpenAIFinishReason } from './finish-reason.ts'
 
 const OPENAI = getDialect('openai-chat').errors
@@ -72,10 +72,12 @@ describe('renderError', () => {
     expect(r.headers['x-should-retry']).toBe('true')
   })
 
-  it('gives every code a status in both dialects', () => {
+  it('gives every code a status and an error type in both dialects', () => {
     for (const code of API_ERROR_CODES) {
-      expect(OPENAI.codes[code].status).toBeGreaterThanOrEqual(400)
-      expect(ANTHROPIC.codes[code].status).toBeGreaterThanOrEqual(400)
+      for (const shape of [OPENAI, ANTHROPIC]) {
+        expect(errorStatus(shape, code)).toBeGreaterThanOrEqual(400)
+        expect(shape.types[code]).toMatch(/^[a-z_]+$/)
+      }
     }
   })
 })

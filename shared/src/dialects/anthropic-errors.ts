@@ -5,30 +5,26 @@
  */
 
 import { ApiError } from '../api-error.ts'
-import type { ErrorShape } from '../error-body.ts'
+import { sameType, type ErrorShape } from '../error-body.ts'
 import { sseEvent } from '../sse.ts'
 import type { ContextLengthErrors } from './codec.ts'
 
 export const ANTHROPIC_ERRORS: ErrorShape = {
-  codes: {
-    invalid_request: { status: 400, type: 'invalid_request_error' },
-    invalid_json: { status: 400, type: 'invalid_request_error' },
-    context_length_exceeded: { status: 400, type: 'invalid_request_error' },
-    unauthorized: { status: 401, type: 'authentication_error' },
-    forbidden: { status: 403, type: 'permission_error' },
-    model_not_found: { status: 404, type: 'not_found_error' },
-    not_found: { status: 404, type: 'not_found_error' },
-    request_too_large: { status: 413, type: 'request_too_large' },
-    rate_limited: { status: 429, type: 'rate_limit_error' },
-    // Overload is Anthropic's own 529 overloaded_error.
-    overloaded: { status: 529, type: 'overloaded_error' },
-    // No GPU node reachable: 502 as in the OpenAI dialects (openai-errors.ts says why), so it
-    // reads apart from a full fleet (529).
-    upstream_unavailable: { status: 502, type: 'api_error' },
-    // Anthropic documents 504 timeout_error; its SDK maps 504 to GatewayTimeoutError.
-    timeout: { status: 504, type: 'timeout_error' },
-    internal: { status: 500, type: 'api_error' },
+  // Anthropic's `error.type` list (DESIGN.md §6); the request's faults share one type.
+  types: {
+    ...sameType('invalid_request_error', ['invalid_request', 'invalid_json', 'context_length_exceeded']),
+    unauthorized: 'authentication_error',
+    forbidden: 'permission_error',
+    ...sameType('not_found_error', ['model_not_found', 'not_found']),
+    request_too_large: 'request_too_large',
+    rate_limited: 'rate_limit_error',
+    overloaded: 'overloaded_error',
+    // No GPU node reachable: 502 (error-body.ts says why), so it reads apart from a full fleet.
+    ...sameType('api_error', ['upstream_unavailable', 'internal']),
+    timeout: 'timeout_error',
   },
+  // Overload is Anthropic's own 529 overloaded_error; every other status is the common one.
+  statuses: { overloaded: 529 },
   body: (err, type) => ({ type: 'error', error: { type, message: err.message } }),
   // The SDK dispatches on the event name: mid-stream errors are `event: error`.
   streamFrame: (body) => sseEvent('error', body),

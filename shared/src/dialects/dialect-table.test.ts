@@ -18,12 +18,13 @@ describe('dialectTable', () => {
   it("renders the fourth dialect's errors with the generic headers", () => {
     const r = renderError(fourthDialectCodec.errors, new ApiError('overloaded', 'busy', { retryAfterMs: 1200 }))
     expect(r).toEqual({
-      status: 503,
-      body: { failure: { kind: 'busy', detail: 'busy' } },
+      // Its own status where it overrides the common one (overload), its own error.type.
+      status: 599,
+      body: { failure: { kind: 'fourth_overloaded', detail: 'busy' } },
       headers: { 'content-type': 'application/json', 'retry-after-ms': '1200', 'retry-after': '2', 'x-should-retry': 'true' },
     })
     expect(renderStreamError(fourthDialectCodec.errors, new Error('secret'))).toBe(
-      'event: failure\ndata: {"failure":{"kind":"oops","detail":"The server had an error while processing your request."}}\n\n',
+      'event: failure\ndata: {"failure":{"kind":"fourth_internal","detail":"The server had an error while processing your request."}}\n\n',
     )
   })
 

@@ -5,30 +5,19 @@
  */
 
 import { ApiError } from '../api-error.ts'
-import type { ErrorShape } from '../error-body.ts'
+import { sameType, type ErrorShape } from '../error-body.ts'
 import { sseData } from '../sse.ts'
 import type { ContextLengthErrors } from './codec.ts'
 
 export const OPENAI_ERRORS: ErrorShape = {
-  codes: {
-    invalid_request: { status: 400, type: 'invalid_request_error' },
-    invalid_json: { status: 400, type: 'invalid_request_error' },
-    context_length_exceeded: { status: 400, type: 'invalid_request_error' },
-    unauthorized: { status: 401, type: 'authentication_error' },
-    forbidden: { status: 403, type: 'permission_error' },
-    // OpenAI reports an unknown model as invalid_request_error with code model_not_found.
-    model_not_found: { status: 404, type: 'invalid_request_error' },
-    not_found: { status: 404, type: 'invalid_request_error' },
-    request_too_large: { status: 413, type: 'invalid_request_error' },
-    rate_limited: { status: 429, type: 'rate_limit_error' },
-    // Overload is OpenAI's (and vLLM's) 503.
-    overloaded: { status: 503, type: 'server_error' },
-    // No GPU node could be reached (connect errors on every failover attempt): 502 Bad Gateway,
-    // so a user (and our metrics) can tell "we cannot reach capacity" from "capacity is full"
-    // (503). The SDK retries any 5xx, so nothing is lost by not reusing 503.
-    upstream_unavailable: { status: 502, type: 'server_error' },
-    timeout: { status: 504, type: 'server_error' },
-    internal: { status: 500, type: 'server_error' },
+  // The statuses are error-body.ts's common ones (overload 503, as OpenAI and vLLM answer).
+  types: {
+    // OpenAI reports an unknown model as invalid_request_error too, with code model_not_found.
+    ...sameType('invalid_request_error', ['invalid_request', 'invalid_json', 'context_length_exceeded', 'model_not_found', 'not_found', 'request_too_large']),
+    unauthorized: 'authentication_error',
+    forbidden: 'permission_error',
+    rate_limited: 'rate_limit_error',
+    ...sameType('server_error', ['overloaded', 'upstream_unavailable', 'timeout', 'internal']),
   },
   body: (err, type) => ({ error: { message: err.message, type, param: err.param ?? null, code: err.code } }),
   // Mid-stream, one `data:` line with the same body; the SDK raises it as an APIError.

@@ -7,7 +7,7 @@
  */
 
 import { z } from 'zod'
-import { ApiError } from '../../src/api-error.ts'
+import { API_ERROR_CODES, ApiError, type ApiErrorCode } from '../../src/api-error.ts'
 import { renderStreamError, type ErrorShape } from '../../src/error-body.ts'
 import type { GenerateRequest } from '../../src/generation.ts'
 import { DIALECTS, dialectTable, type DialectCodec } from '../../src/dialects/index.ts'
@@ -40,21 +40,9 @@ function parseFourthRequest(body: unknown): GenerateRequest {
 }
 
 export const FOURTH_ERRORS: ErrorShape = {
-  codes: {
-    invalid_request: { status: 400, type: 'bad_request' },
-    invalid_json: { status: 400, type: 'bad_json' },
-    context_length_exceeded: { status: 400, type: 'too_long' },
-    unauthorized: { status: 401, type: 'who_are_you' },
-    forbidden: { status: 403, type: 'not_yours' },
-    model_not_found: { status: 404, type: 'no_such_model' },
-    not_found: { status: 404, type: 'no_such_thing' },
-    request_too_large: { status: 413, type: 'too_big' },
-    rate_limited: { status: 429, type: 'slow_down' },
-    overloaded: { status: 503, type: 'busy' },
-    upstream_unavailable: { status: 502, type: 'unreachable' },
-    timeout: { status: 504, type: 'late' },
-    internal: { status: 500, type: 'oops' },
-  },
+  // Its own error.type per code, and its own status for overload.
+  types: Object.fromEntries(API_ERROR_CODES.map((code) => [code, `fourth_${code}`])) as Record<ApiErrorCode, string>,
+  statuses: { overloaded: 599 },
   body: (err, type) => ({ failure: { kind: type, detail: err.message } }),
   streamFrame: (body) => sseEvent('failure', body),
 }
