@@ -17,6 +17,9 @@ import { createJsonLogger, type Logger } from './server/json-log.ts'
 import { createNodeState } from './server/node-state.ts'
 import { createDrain, handleShutdownSignals } from './shutdown.ts'
 
+/** The start-up warning for a model that cannot be batched continuously without changing tokens. */
+const BATCHING_MESSAGES = { 'equal-lengths': 'batching: equal-length batches only', alone: 'batching: one sequence at a time' } as const
+
 /** What the gauges and heartbeat report before the engine exists. */
 const IDLE_STATS: EngineStats = { running: 0, waiting: 0, maxBatch: 0, kvUsedFrac: 0, tokPerSec: 0, draining: false }
 
@@ -42,12 +45,7 @@ async function main(log: Logger): Promise<void> {
   if (loaded.served.chatTemplate === 'ChatML fallback') {
     log.warn({ msg: 'chat template: ChatML fallback', why: 'the model directory has no chat_template.jinja and tokenizer_config.json has no chat_template' })
   }
-  if (loaded.info.batching === 'equal-lengths') {
-    log.warn({
-      msg: 'batching: equal-length batches only',
-      why: 'the ONNX graph takes no position_ids: its positions follow the past length, so a left-padded row would be shifted; sequences share a step only when their lengths are equal (exact, less concurrent). Re-export with position_ids for continuous batching.',
-    })
-  }
+  if (loaded.info.batching !== 'continuous') log.warn({ msg: BATCHING_MESSAGES[loaded.info.batching], why: loaded.info.batchingWhy })
 
   const server = createNodeServer({
     handler: createRequestHandler({

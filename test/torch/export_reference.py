@@ -10,7 +10,11 @@ writes OUT_DIR/<variant>/{model.onnx, config.json, generation_config.json, token
 tokenizer_config.json} and OUT_DIR/reference.json: per variant, per prompt, the greedy tokens
 and, at each step, the margin between PyTorch's top two logits (for the tie rule).
 Variants: gpt2 (with position_ids), gpt2-derived-positions (no position_ids input, positions
-from the past length as older Optimum GPT-2 exports), llama (RoPE, RMSNorm, SwiGLU, GQA).
+from the past length as older Optimum GPT-2 exports), llama (RoPE, RMSNorm, SwiGLU, GQA), and
+gpt2-int8-dynamic: the gpt2 export with every weight MatMul rewritten the way ONNX Runtime's
+quantize_dynamic writes it (onnx-community's model_quantized.onnx): int8 weights,
+DynamicQuantizeLinear on the activations, MatMulInteger. It has no PyTorch tokens (PyTorch does
+not run that graph); the test checks it loads, generates, and batches exactly.
 """
 import json
 import math
@@ -18,9 +22,12 @@ import os
 import shutil
 import sys
 
+import numpy as np
+import onnx
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from onnx import TensorProto, helper, numpy_helper
 
 VOCAB = 512
 D = 128
@@ -246,6 +253,41 @@ def export(variant, model, out_dir):
     torch.onnx.export(wrapper, args, os.path.join(out_dir, 'model.onnx'), input_names=names + past_names, output_names=out_names, dynamic_axes=axes, opset_version=14, do_constant_folding=True)
 
 
+def quantize_dynamic(src, dst):
+    """Every MatMul by a 2-D weight becomes quantize_dynamic's pattern: per-tensor symmetric int8
+    weights; DynamicQuantizeLinear(A) → MatMulInteger → Cast → × (scale_A · scale_W)."""
+    model = onnx.load(src)
+    g = model.graph
+    weights = {t.name: t for t in g.initializer}
+    nodes = []
+    for n in g.node:
+        w = numpy_helper.to_array(weights[n.input[1]]) if n.op_type == 'MatMul' and n.input[1] in weights else None
+        if w is None or w.ndim != 2:
+            nodes.append(n)
+            continue
+        p = f'{n.output[0]}_q'
+        scale = float(np.abs(w).max() / 127.0)
+        g.initializer.extend([
+            numpy_helper.from_array(np.clip(np.round(w / scale), -127, 127).astype(np.int8), f'{p}.weight'),
+            numpy_helper.from_array(np.array(scale, dtype=np.float32), f'{p}.weight_scale'),
+            numpy_helper.from_array(np.array(0, dtype=np.int8), f'{p}.weight_zero_point'),
+        ])
+        nodes += [
+            helper.make_node('DynamicQuantizeLinear', [n.input[0]], [f'{p}.a', f'{p}.a_scale', f'{p}.a_zero_point']),
+            helper.make_node('MatMulInteger', [f'{p}.a', f'{p}.weight', f'{p}.a_zero_point', f'{p}.weight_zero_point'], [f'{p}.int32']),
+            helper.make_node('Cast', [f'{p}.int32'], [f'{p}.float'], to=TensorProto.FLOAT),
+            helper.make_node('Mul', [f'{p}.a_scale', f'{p}.weight_scale'], [f'{p}.scale']),
+            helper.make_node('Mul', [f'{p}.float', f'{p}.scale'], [n.output[0]]),
+        ]
+    del g.node[:]
+    g.node.extend(nodes)
+    used = {i for n in g.node for i in n.input}
+    kept = [t for t in g.initializer if t.name in used]
+    del g.initializer[:]
+    g.initializer.extend(kept)
+    onnx.save(model, dst)
+
+
 def config_json(variant):
     if variant == 'llama':
         return {'architectures': ['LlamaForCausalLM'], 'model_type': 'llama', 'vocab_size': VOCAB, 'hidden_size': D, 'intermediate_size': INTER, 'num_hidden_layers': LAYERS, 'num_attention_heads': HEADS, 'num_key_value_heads': KV_HEADS, 'max_position_embeddings': MAX_POS, 'rms_norm_eps': 1e-6, 'rope_theta': 10000.0, 'hidden_act': 'silu', 'tie_word_embeddings': False, 'torch_dtype': 'float32'}
@@ -297,6 +339,9 @@ def main():
             shutil.copy(os.path.join(tokenizer_dir, name), os.path.join(d, name))
         runs = [greedy(model, variant, p) for p in PROMPTS]
         reference['variants'][variant] = [{'tokens': t, 'margins': m} for t, m in runs]
+    quantized = os.path.join(out, 'gpt2-int8-dynamic')
+    shutil.copytree(os.path.join(out, 'gpt2'), quantized)
+    quantize_dynamic(os.path.join(out, 'gpt2', 'model.onnx'), os.path.join(quantized, 'model.onnx'))
     with open(os.path.join(out, 'reference.json'), 'w') as f:
         json.dump(reference, f)
 

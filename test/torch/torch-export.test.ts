@@ -125,3 +125,25 @@ describe('graphs written by torch.onnx.export (HF-faithful modules, Optimum name
     expect(ours.map((t, i) => agreement(t, reference.variants['gpt2-derived-positions'][i]!))).toContain('differs')
   })
 })
+
+/**
+ * gpt2 rewritten the way ONNX Runtime's quantize_dynamic writes onnx-community's
+ * model_quantized.onnx (int8 weights, DynamicQuantizeLinear activations). One activation scale
+ * covers the whole batch, so a row's tokens depend on its batch: the node must see it at load
+ * and run one sequence at a time.
+ */
+describe('a dynamically quantized (int8) graph', () => {
+  it('is detected at load, generates, and gives each request its tokens alone when all are sent together', async () => {
+    const { runner } = await loadModel({ intraOpThreads: 1, modelDir: join(root, 'gpt2-int8-dynamic'), executionProvider: 'cpu', kvBudgetBytes: 1 << 20 })
+    expect(runner.info).toMatchObject({ batching: 'alone', batchingWhy: expect.stringContaining('DynamicQuantizeLinear') })
+    await runner.close()
+    const alone = await run('gpt2-int8-dynamic', false)
+    expect(alone.every((t) => t.length === reference.new_tokens)).toBe(true)
+    expect(await run('gpt2-int8-dynamic', true)).toEqual(alone)
+  })
+
+  it('would give other tokens if batched continuously (control)', async () => {
+    const alone = await run('gpt2-int8-dynamic', false)
+    expect(await run('gpt2-int8-dynamic', true, 'continuous')).not.toEqual(alone)
+  })
+})

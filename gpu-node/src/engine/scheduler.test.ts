@@ -230,6 +230,21 @@ describe('Scheduler', () => {
     expect(runner.rows.map((r) => r.len)).toEqual([4, 4])
   })
 
+  it("with 'alone' batching, runs one sequence at a time, whatever the lengths", async () => {
+    const sched = new Scheduler(limits({ batching: 'alone', prefillChunkTokens: 12 }))
+    const runner = new ScriptedRunner()
+    const all = [seq(3, 3), seq(3, 3), seq(2, 3)]
+    for (const x of all) sched.add(x.s)
+    for (let tick = 0; tick < 100 && sched.hasWork; tick++) {
+      const plan = sched.schedule(0)
+      expect(plan.prefill.length).toBeLessThanOrEqual(1)
+      deliver(sched.update(plan, await runner.step(plan)))
+      // After the step's releases and joins, the batch holds one row at most.
+      expect(runner.rows.length).toBeLessThanOrEqual(1)
+    }
+    for (const x of all) expect(x.events.at(-1)).toMatchObject({ type: 'finish', reason: 'length' })
+  })
+
   it('static batching (the benchmark baseline) waits for a full batch, and admits nobody until it drains', async () => {
     const sched = new Scheduler(limits({ prefillChunkTokens: 64 }), {}, staticBatching(3, 1000))
     const runner = new ScriptedRunner()

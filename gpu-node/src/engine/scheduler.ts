@@ -27,7 +27,8 @@ const NO_EVENTS: readonly RequestEvent[] = Object.freeze([])
  * - a sequence is admitted to prefill only if the batch, with it, still fits the budget;
  * - with 'equal-lengths' batching (a graph that derives positions from the past length), a
  *   sequence starts only into an empty batch or beside rows it will equal in length when it
- *   joins, so no row is ever left-padded: exact, at the cost of concurrency.
+ *   joins, so no row is ever left-padded: exact, at the cost of concurrency; with 'alone' (a
+ *   graph whose rows depend on each other), only into an empty batch.
  * The scheduler holds no model and calls no consumer: it returns a StepPlan, applies a
  * StepResult, and returns the events both produced (text, finish) as plain data.
  */
@@ -172,13 +173,16 @@ export class Scheduler {
   }
 
   /**
-   * Always true for 'continuous' batching. For 'equal-lengths': the batch is empty, or `seq` is
-   * a whole prompt (it joins in this tick, after the batch's decode step) with as many tokens as
-   * every running and prefilling row has now, so their KV lengths match when it joins.
+   * Always true for 'continuous' batching; for the others, when the batch is empty. Beyond that,
+   * for 'equal-lengths', when `seq` is a whole prompt (it joins in this tick, after the batch's
+   * decode step) with as many tokens as every running and prefilling row has now, so their KV
+   * lengths match when it joins.
    */
   private joinsEqualRows(seq: Sequence): boolean {
-    if (this.limits.batching !== 'equal-lengths') return true
+    const batching = this.limits.batching ?? 'continuous'
+    if (batching === 'continuous') return true
     if (this.running.length === 0 && this.prefilling.length === 0) return true
+    if (batching === 'alone') return false
     const len = seq.tokens.length
     if (len > this.limits.prefillChunkTokens) return false
     return this.running.every((r) => r.tokens.length === len) && this.prefilling.every((p) => p.tokens.length === len)

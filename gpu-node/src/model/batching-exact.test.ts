@@ -11,6 +11,7 @@ import { generateModel } from '../../tools/generate-model/generate-model.ts'
 import { readModelDir, type ModelDir } from './model-dir.ts'
 import { ModelStep } from './model-step.ts'
 import { kvBytesPerToken, toModelInfo, type Batching, type ModelInfo, type ModelRunner, type StepPlan } from './runner.ts'
+import { batchCouplingOps } from './graph-ops.ts'
 import { readSessionIo } from './session-io.ts'
 import { SLOT_STEP, SlotKvCache } from './slot-kv-cache.ts'
 import { ModelTokenizer } from './tokenizer.ts'
@@ -59,7 +60,7 @@ class SharedPositions extends SlotKvCache {
 async function inProcessEngine(dir: ModelDir, cache?: (io: ReturnType<typeof readSessionIo>) => BatchCache, budget?: { tokens: number; observer: EngineObserver }, batching?: Batching) {
   const session = await ort.InferenceSession.create(dir.onnxPath, ONE_THREAD)
   const io = readSessionIo(session, dir.config)
-  const info = { ...toModelInfo(dir, io), ...(batching ? { batching } : {}) }
+  const info = { ...toModelInfo(dir, { ...io, couplingOps: batchCouplingOps(dir.onnxPath) }), ...(batching ? { batching } : {}) }
   const kvBudgetBytes = budget ? budget.tokens * info.kvBytesPerToken : 1 << 30
   const runner = new InProcessRunner(info, new ModelStep(session, io, info.eosTokenIds, { batch: cache?.(io), kvBudgetBytes }))
   return new Engine({ runner, decoder: new ModelTokenizer(dir), limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes, prefillChunkTokens: 16 }, ...(budget ? { observer: budget.observer } : {}) })
@@ -183,7 +184,7 @@ describe('a graph without position_ids (positions from the past length)', () => 
   it('is detected at load: equal-length batching', async () => {
     const session = await ort.InferenceSession.create(derived.onnxPath, ONE_THREAD)
     const io = readSessionIo(session, derived.config)
-    expect({ hasPositionIds: io.hasPositionIds, kvCache: io.kvCache, batching: toModelInfo(derived, io).batching }).toEqual({ hasPositionIds: false, kvCache: 'concat', batching: 'equal-lengths' })
+    expect({ hasPositionIds: io.hasPositionIds, kvCache: io.kvCache, batching: toModelInfo(derived, { ...io, couplingOps: batchCouplingOps(derived.onnxPath) }).batching }).toEqual({ hasPositionIds: false, kvCache: 'concat', batching: 'equal-lengths' })
   })
 
   it('returns, for 9 concurrent greedy requests, the texts of the explicit-position model run alone', async () => {

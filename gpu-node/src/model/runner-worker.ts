@@ -7,6 +7,7 @@ import * as ort from 'onnxruntime-node'
 import { ModelStep } from './model-step.ts'
 import { readSessionIo } from './session-io.ts'
 import type { ModelConfig } from './model-dir.ts'
+import { batchCouplingOps } from './graph-ops.ts'
 import type { SessionShape, StepPlan } from './runner.ts'
 
 export interface RunnerWorkerInit {
@@ -38,7 +39,7 @@ async function start(init: RunnerWorkerInit): Promise<void> {
       })
     const io = readSessionIo(session, init.config, init.onnxFile)
     step = new ModelStep(session, io, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes })
-    const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, hasPositionIds: io.hasPositionIds }
+    const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, hasPositionIds: io.hasPositionIds, couplingOps: batchCouplingOps(init.onnxPath) }
     port.postMessage({ type: 'ready', io: shape })
   } catch (e) {
     port.postMessage({ type: 'fatal', message: (e as Error).message })

@@ -14,6 +14,8 @@ export interface ModelInfo {
   eosTokenIds: number[]
   /** Which rows may share a batch without changing a token (see Batching). */
   batching: Batching
+  /** Why batching is not 'continuous', for the node's start-up log. */
+  batchingWhy?: string
 }
 
 /**
@@ -22,7 +24,8 @@ export interface ModelInfo {
  * positions from the past length, the same for every row, so a left-padded (shorter) row would
  * be shifted: only rows of one length may share a step (scheduler.ts).
  */
-export type Batching = 'continuous' | 'equal-lengths'
+export type Batching = 'continuous' | 'equal-lengths' | 'alone'
+
 
 /** The KV shape as the session declares it (see session-io.ts). */
 export interface KvShape {
@@ -31,9 +34,11 @@ export interface KvShape {
   headDim: number
 }
 
-/** What the worker reports of the loaded session: its KV shape and whether it takes positions. */
+/** What the worker reports of the loaded session: its KV shape, whether it takes positions, and the batch-coupling operators it uses. */
 export interface SessionShape extends KvShape {
   hasPositionIds: boolean
+  /** The graph's operators that couple a batch's rows (graph-ops.ts batchCouplingOps). */
+  couplingOps: string[]
 }
 
 /** KV cache bytes per token per sequence: 2 (K and V) × layers × kv heads × head dim × 4 bytes. */
@@ -50,8 +55,18 @@ export function toModelInfo(dir: ModelDir, session: SessionShape): ModelInfo {
     contextLength: dir.config.contextLength,
     kvBytesPerToken: kvBytesPerToken(kv),
     eosTokenIds: dir.eosTokenIds,
-    batching: session.hasPositionIds ? 'continuous' : 'equal-lengths',
+    ...batchingOf(session),
   }
+}
+
+function batchingOf(session: SessionShape): Pick<ModelInfo, 'batching' | 'batchingWhy'> {
+  if (session.couplingOps.length > 0) {
+    return { batching: 'alone', batchingWhy: `the graph uses ${session.couplingOps.join(', ')} (one quantization scale over the whole batch), so a row's tokens would depend on its batch; each sequence runs alone (exact, one at a time)` }
+  }
+  if (!session.hasPositionIds) {
+    return { batching: 'equal-lengths', batchingWhy: 'the ONNX graph takes no position_ids: its positions follow the past length, so a left-padded row would be shifted; sequences share a step only when their lengths are equal (exact, less concurrent). Re-export with position_ids for continuous batching.' }
+  }
+  return { batching: 'continuous' }
 }
 
 /** Sent with a sequence's first prefill chunk: what the model side needs to sample it. */
