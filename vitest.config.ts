@@ -6,10 +6,12 @@ import type {} from './edge/test/workers/global-setup.ts'
 /** Edge tests that run inside workerd (the Workers runtime), not in Node. */
 const WORKERS_TESTS = 'edge/test/workers/**/*.test.ts'
 /**
- * Whole-stack tests with timing bounds (a killed node's streams end within a second): they run
- * after every other file, so no CPU-heavy ONNX Runtime test shares the 2 cores with them.
+ * Whole-stack tests with timing bounds (a killed node's streams end within a second) or routing
+ * that assumes idle nodes (the nearest region answers): they run after every other file and one
+ * at a time, so no CPU-heavy ONNX Runtime test or second stack shares the 2 cores with them (on a
+ * loaded box a heartbeat that caught queued requests sends traffic to the next region).
  */
-const E2E_TESTS = 'test/e2e/**/*.test.ts'
+const E2E_TESTS = 'test/{e2e,browser}/**/*.test.ts'
 
 export default defineConfig({
   test: {
@@ -36,6 +38,8 @@ export default defineConfig({
           include: [E2E_TESTS],
           globalSetup: ['./infra/scripts/test-global-setup.ts'],
           sequence: { groupOrder: 1 },
+          // One stack at a time: each starts redis, the bridge, GPU nodes and a workerd edge.
+          fileParallelism: false,
         },
       },
       {
