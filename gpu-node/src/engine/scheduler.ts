@@ -156,7 +156,7 @@ export class Scheduler {
         this.cancel(next, 'error', 'deadline_exceeded')
         continue
       }
-      if (!this.joinsEqualRows(next)) return
+      if (!this.mayJoinBatch(next)) return
       const len = next.tokens.length
       const width = Math.max(longest, len)
       if (this.prefilling.length > 0 && (this.prefilling.length + 1) * width > this.limits.prefillChunkTokens) return
@@ -178,7 +178,7 @@ export class Scheduler {
    * decode step) with as many tokens as every running and prefilling row has now, so their KV
    * lengths match when it joins.
    */
-  private joinsEqualRows(seq: Sequence): boolean {
+  private mayJoinBatch(seq: Sequence): boolean {
     const batching = this.limits.batching ?? 'continuous'
     if (batching === 'continuous') return true
     if (this.running.length === 0 && this.prefilling.length === 0) return true
