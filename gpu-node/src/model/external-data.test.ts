@@ -2,11 +2,9 @@ import { mkdtempSync, renameSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { GREEDY, type EngineRequest } from '../engine/types.ts'
-import { generateText } from '../../test/support/generate-text.ts'
 import { EXTERNAL_DATA_FILE, generateModel } from '../../tools/generate-model/generate-model.ts'
-import { composeEngine } from '../compose-engine.ts'
 import { loadModel } from './load-model.ts'
+import { greedyTexts } from '../../test/support/generate-text.ts'
 
 /**
  * Models over 2 GB (protobuf's limit) come from torch.onnx and Optimum with their weights as ONNX
@@ -19,7 +17,7 @@ import { loadModel } from './load-model.ts'
 const root = mkdtempSync(join(tmpdir(), 'zerolayer-external-data-'))
 const inlineDir = join(root, 'inline', 'tiny-qwen2')
 const externalDir = join(root, 'external', 'tiny-qwen2')
-const LIMITS = { maxBatch: 8, maxQueue: 16, kvBudgetBytes: 256 * 1024 * 1024, prefillChunkTokens: 16 }
+
 
 beforeAll(async () => {
   await generateModel({ preset: 'tiny-qwen2', outDir: inlineDir, seed: 42 })
@@ -27,17 +25,7 @@ beforeAll(async () => {
 }, 30_000)
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 
-/** Three concurrent greedy requests through the worker-thread runner. */
-async function greedyTexts(modelDir: string): Promise<string[]> {
-  const model = await composeEngine({ intraOpThreads: 1, modelDir, executionProvider: 'cpu', limits: LIMITS })
-  try {
-    const prompts = ['Hi', 'The quick brown fox jumps', 'Once upon a time, in a land far away, there lived']
-    const reqs = prompts.map((p, i): EngineRequest => ({ id: `r${i}`, promptTokens: model.encoder.encodeText(p), maxTokens: 12, stop: [], sampling: GREEDY, priority: 0, ignoreEos: true }))
-    return await Promise.all(reqs.map((r) => generateText(model.engine, r)))
-  } finally {
-    await model.engine.close()
-  }
-}
+const PROMPTS = ['Hi', 'The quick brown fox jumps', 'Once upon a time, in a land far away, there lived']
 
 const size = (dir: string, file: string): number => statSync(join(dir, file)).size
 
@@ -51,15 +39,15 @@ describe('a model with its weights as ONNX external data (model.onnx_data)', () 
   })
 
   it('loads and gives exactly the greedy texts of the same model with inline weights', async () => {
-    const inline = await greedyTexts(inlineDir)
-    expect(await greedyTexts(externalDir)).toEqual(inline)
+    const inline = await greedyTexts(inlineDir, PROMPTS)
+    expect(await greedyTexts(externalDir, PROMPTS)).toEqual(inline)
     expect(inline.every((t) => t.length > 0)).toBe(true)
   }, 20_000)
 
   it('fails to load with a message naming model.onnx and the missing data file', async () => {
     renameSync(join(externalDir, EXTERNAL_DATA_FILE), join(externalDir, 'moved'))
     try {
-      await expect(loadModel({ intraOpThreads: 1, modelDir: externalDir, executionProvider: 'cpu', kvBudgetBytes: LIMITS.kvBudgetBytes })).rejects.toThrow(
+      await expect(loadModel({ intraOpThreads: 1, modelDir: externalDir, executionProvider: 'cpu', kvBudgetBytes: 256 * 1024 * 1024 })).rejects.toThrow(
         /model\.onnx: ONNX Runtime could not load it .*model\.onnx_data/,
       )
     } finally {

@@ -3,10 +3,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as ort from 'onnxruntime-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { GREEDY, type EngineEvent, type EngineRequest } from '../engine/types.ts'
 import { generateModel, isCurrentGeneratedModel } from '../../tools/generate-model/generate-model.ts'
-import { composeEngine } from '../compose-engine.ts'
 import { ONE_THREAD } from '../../test/support/one-thread.ts'
+import { greedyTexts } from '../../test/support/generate-text.ts'
 
 /**
  * The `small` presets declare `num_logits_to_keep` alone (no use_cache_branch), so prefill runs
@@ -23,24 +22,7 @@ beforeAll(async () => {
 }, 30_000)
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 
-async function greedyTexts(modelDir: string): Promise<string[]> {
-  const model = await composeEngine({ intraOpThreads: 1, modelDir, executionProvider: 'cpu', limits: { maxBatch: 8, maxQueue: 16, kvBudgetBytes: 256 * 1024 * 1024, prefillChunkTokens: 16 } })
-  const prompts = ['Hi', 'The quick brown fox jumps', 'Once upon a time', 'a prompt longer than the sixteen-token prefill chunk, so it is prefilled in pieces']
-  try {
-    return await Promise.all(prompts.map((p, i) => new Promise<string>((resolve, reject) => {
-      const req: EngineRequest = { id: `r${i}`, promptTokens: model.encoder.encodeText(p), maxTokens: 12, stop: [], sampling: GREEDY, priority: 0, ignoreEos: true }
-      let text = ''
-      const r = model.engine.submit(req, (e: EngineEvent) => {
-        if (e.type === 'text') text += e.text
-        else if (e.error) reject(new Error(e.error.code))
-        else resolve(text)
-      })
-      if (!r.ok) reject(new Error(r.code))
-    })))
-  } finally {
-    await model.engine.close()
-  }
-}
+const PROMPTS = ['Hi', 'The quick brown fox jumps', 'Once upon a time', 'a prompt longer than the sixteen-token prefill chunk, so it is prefilled in pieces']
 
 describe('num_logits_to_keep alone (the small presets)', () => {
   it('is declared without use_cache_branch, stamps the directory, and the runner gives tiny’s exact texts', async () => {
@@ -52,8 +34,8 @@ describe('num_logits_to_keep alone (the small presets)', () => {
       await session.release()
     }
     expect(isCurrentGeneratedModel(keepDir)).toBe(true)
-    const plain = await greedyTexts(plainDir)
-    expect(await greedyTexts(keepDir)).toEqual(plain)
+    const plain = await greedyTexts(plainDir, PROMPTS)
+    expect(await greedyTexts(keepDir, PROMPTS)).toEqual(plain)
     expect(plain.every((t) => t.length > 0)).toBe(true)
   }, 30_000)
 })

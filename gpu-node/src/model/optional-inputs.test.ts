@@ -3,11 +3,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as ort from 'onnxruntime-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { GREEDY, type EngineRequest } from '../engine/types.ts'
-import { generateText } from '../../test/support/generate-text.ts'
 import { generateModel } from '../../tools/generate-model/generate-model.ts'
-import { composeEngine } from '../compose-engine.ts'
+import { readModelDir } from './model-dir.ts'
+import { ModelTokenizer } from './tokenizer.ts'
 import { ONE_THREAD } from '../../test/support/one-thread.ts'
+import { greedyTexts } from '../../test/support/generate-text.ts'
 
 /**
  * Some Hugging Face Optimum exports declare optional inputs: `use_cache_branch` (bool [1], merged
@@ -27,24 +27,13 @@ beforeAll(async () => {
 }, 30_000)
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 
-/** Four concurrent greedy requests; the last prompt is longer than the 16-token prefill chunk. */
-async function greedyTexts(modelDir: string): Promise<string[]> {
-  const model = await composeEngine({ intraOpThreads: 1, modelDir, executionProvider: 'cpu', limits: { maxBatch: 8, maxQueue: 16, kvBudgetBytes: 256 * 1024 * 1024, prefillChunkTokens: 16 } })
-  try {
-    const prompts = [
-      'Hi',
-      'The quick brown fox jumps',
-      'Once upon a time',
-      'zerolayer is a global LLM API that routes every request to the nearest node, and streams tokens back as they are made',
-    ]
-    const tokens = prompts.map((p) => model.encoder.encodeText(p))
-    expect(tokens[3]!.length).toBeGreaterThan(16)
-    const reqs = tokens.map((promptTokens, i): EngineRequest => ({ id: `r${i}`, promptTokens, maxTokens: 12, stop: [], sampling: GREEDY, priority: 0, ignoreEos: true }))
-    return await Promise.all(reqs.map((r) => generateText(model.engine, r)))
-  } finally {
-    await model.engine.close()
-  }
-}
+/** The last prompt is longer than the 16-token prefill chunk (checked in the test). */
+const PROMPTS = [
+  'Hi',
+  'The quick brown fox jumps',
+  'Once upon a time',
+  'zerolayer is a global LLM API that routes every request to the nearest node, and streams tokens back as they are made',
+]
 
 describe('Optimum optional inputs (use_cache_branch, num_logits_to_keep)', () => {
   it('are declared by tiny-optimum-legacy only, and num_logits_to_keep slices the logits', async () => {
@@ -80,8 +69,9 @@ describe('Optimum optional inputs (use_cache_branch, num_logits_to_keep)', () =>
   })
 
   it('the loader/runner feeds them: 4 concurrent greedy requests give tiny’s exact texts', async () => {
-    const plain = await greedyTexts(plainDir)
-    const legacy = await greedyTexts(legacyDir)
+    expect(new ModelTokenizer(readModelDir(plainDir)).encodeText(PROMPTS[3]!).length).toBeGreaterThan(16)
+    const plain = await greedyTexts(plainDir, PROMPTS)
+    const legacy = await greedyTexts(legacyDir, PROMPTS)
     expect(legacy).toEqual(plain)
     expect(plain.every((t) => t.length > 0)).toBe(true)
   }, 20_000)
