@@ -147,26 +147,25 @@ export class Engine implements EngineHandle {
         await this.sleep(5) // work is queued but the policy holds it (a static batch filling up)
         continue
       }
-      this.emit(await this.step(plan))
+      const startedAt = this.metrics.stepStarted()
+      const { result, events } = await this.step(plan)
+      this.emit(events)
+      // A step's time runs to the delivery of its events, as zl_step_duration_seconds always has.
+      if (result) this.metrics.stepDone(plan, result, startedAt)
     }
   }
 
-  /** Runs one plan and applies its result; returns the events of both. */
-  private async step(plan: StepPlan): Promise<readonly RequestEvent[]> {
-    const startedAt = this.metrics.stepStarted()
-    let result: StepResult
-    let events: readonly RequestEvent[]
+  /** Runs one plan and applies its result; returns the events of both (no result: the step failed). */
+  private async step(plan: StepPlan): Promise<{ result?: StepResult; events: readonly RequestEvent[] }> {
     try {
-      result = await this.opts.runner.step(plan)
-      events = this.scheduler.update(plan, result)
+      const result = await this.opts.runner.step(plan)
+      return { result, events: this.scheduler.update(plan, result) }
     } catch {
       // A failed step leaves the batch cache unknown: end every admitted sequence with a
       // shaped error (their KV is released with them) rather than stream garbage or hang.
       for (const { seq } of this.admitted.values()) this.scheduler.cancel(seq, 'error', 'internal')
-      return this.scheduler.takeEvents()
+      return { events: this.scheduler.takeEvents() }
     }
-    this.metrics.stepDone(plan, result, startedAt)
-    return events
   }
 
   private applyAborts(): readonly RequestEvent[] {
