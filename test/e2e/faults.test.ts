@@ -69,16 +69,19 @@ describe('a GPU node killed mid-stream', () => {
 
   it('ends each of its streams with one dialect error event within a second; new requests go to the other node', async () => {
     const geo = GEO['us-east']
-    const raw = [
-      hold('openai chat', await edgePost(stack.edgeUrl, '/v1/chat/completions', { model: MODEL, messages: user('Talk forever'), stream: true, ...LONG }, { apiKey: stack.devApiKey, geo })),
-      hold('openai completions', await edgePost(stack.edgeUrl, '/v1/completions', { model: MODEL, prompt: 'Talk forever', stream: true, ...LONG }, { apiKey: stack.devApiKey, geo })),
-      hold('anthropic messages', await edgePost(stack.edgeUrl, '/v1/messages', { model: MODEL, messages: user('Talk forever'), stream: true, ...LONG }, { apiKey: stack.devApiKey, geo })),
-    ]
     // The same through the SDKs: the error event must surface as an APIError, not a silent end.
     const openai = openaiClient(stack.edgeUrl, { apiKey: stack.devApiKey, geo })
     const anthropic = anthropicClient(stack.edgeUrl, { apiKey: stack.devApiKey, geo })
-    const oStream = await openai.chat.completions.create({ model: MODEL, messages: user('Talk on'), stream: true, ...LONG } as ChatCompletionCreateParamsStreaming)
-    const aStream = await anthropic.messages.create({ model: MODEL, messages: user('Talk on'), stream: true, ...LONG } as Anthropic.MessageCreateParamsStreaming)
+    // All five open at once: opened one after another through a cold edge, the first streams'
+    // 900 tiny-model tokens (about a second on an idle node) could end before the last began.
+    const [chatRes, completionsRes, messagesRes, oStream, aStream] = await Promise.all([
+      edgePost(stack.edgeUrl, '/v1/chat/completions', { model: MODEL, messages: user('Talk forever'), stream: true, ...LONG }, { apiKey: stack.devApiKey, geo }),
+      edgePost(stack.edgeUrl, '/v1/completions', { model: MODEL, prompt: 'Talk forever', stream: true, ...LONG }, { apiKey: stack.devApiKey, geo }),
+      edgePost(stack.edgeUrl, '/v1/messages', { model: MODEL, messages: user('Talk forever'), stream: true, ...LONG }, { apiKey: stack.devApiKey, geo }),
+      openai.chat.completions.create({ model: MODEL, messages: user('Talk on'), stream: true, ...LONG } as ChatCompletionCreateParamsStreaming),
+      anthropic.messages.create({ model: MODEL, messages: user('Talk on'), stream: true, ...LONG } as Anthropic.MessageCreateParamsStreaming),
+    ])
+    const raw = [hold('openai chat', chatRes), hold('openai completions', completionsRes), hold('anthropic messages', messagesRes)]
     let oDeltas = 0
     let aDeltas = 0
     const oDone = (async () => {
@@ -101,7 +104,9 @@ describe('a GPU node killed mid-stream', () => {
     // Every stream is generating on us-east before the kill.
     await pollUntil(async () => raw.map((s) => s.frames.length).concat(oDeltas, aDeltas), (n) => n.every((x) => x >= 4), 'every stream to have frames', 15_000)
     const m = await stack.metrics('us-east')
-    expect(m.value('zl_num_requests_running')).toBe(5)
+    // Where each raw stream went and how far it got, should this ever fail again.
+    const seen = raw.map((r, i) => `${r.label}: ${[chatRes, completionsRes, messagesRes][i]!.headers.get('x-zl-region')}, ${r.frames.length} frames`).join('; ')
+    expect(m.value('zl_num_requests_running'), seen).toBe(5)
     for (const s of raw) expect(s.frames.some((f) => f.data.includes('error'))).toBe(false)
 
     killedPid = stack.nodePid('us-east')!
