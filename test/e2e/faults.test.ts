@@ -40,6 +40,16 @@ const MODEL = 'tiny'
 const user = (content: string) => [{ role: 'user' as const, content }]
 const LONG = { max_tokens: 900, ignore_eos: true }
 
+/** Reads an SDK stream to its end; resolves with the error it raised (if any) and when. */
+async function readToEnd(stream: AsyncIterable<unknown>): Promise<{ error: unknown; at: number }> {
+  try {
+    for await (const _event of stream);
+    return { error: undefined, at: performance.now() }
+  } catch (error) {
+    return { error, at: performance.now() }
+  }
+}
+
 /** A stream the test holds open, read in the background frame by frame. */
 interface HeldStream {
   label: string
@@ -82,24 +92,8 @@ describe('a GPU node killed mid-stream', () => {
       anthropic.messages.create({ model: MODEL, messages: user('Talk on'), stream: true, ...LONG } as Anthropic.MessageCreateParamsStreaming),
     ])
     const raw = [hold('openai chat', chatRes), hold('openai completions', completionsRes), hold('anthropic messages', messagesRes)]
-    let oDeltas = 0
-    let aDeltas = 0
-    const oDone = (async () => {
-      try {
-        for await (const c of oStream) if (c.choices[0]?.delta.content) oDeltas++
-        return { error: undefined as unknown, at: performance.now() }
-      } catch (error) {
-        return { error, at: performance.now() }
-      }
-    })()
-    const aDone = (async () => {
-      try {
-        for await (const e of aStream) if (e.type === 'content_block_delta') aDeltas++
-        return { error: undefined as unknown, at: performance.now() }
-      } catch (error) {
-        return { error, at: performance.now() }
-      }
-    })()
+    const oDone = readToEnd(oStream)
+    const aDone = readToEnd(aStream)
 
     // Every stream is generating on us-east before the kill, by the node's own count, read as soon
     // as it holds: the node makes a stream's 900 tiny-model tokens in about a second, faster than
