@@ -82,7 +82,7 @@ async function main(log: Logger): Promise<void> {
     exit: (code) => exitAfterFlush(code),
     log,
   })
-  log.info({ msg: 'ready', url, region: config.region, model, ...loaded.served, batching: loaded.info.batching, nodeId: config.nodeId, pid: process.pid, registry: Boolean(heartbeat) })
+  log.info({ msg: 'ready', url, region: config.region, model, ...loaded.served, batching: loaded.info.batching, kvType: loaded.info.kvType, nodeId: config.nodeId, pid: process.pid, registry: Boolean(heartbeat) })
 }
 
 function readConfig(): NodeConfig {

@@ -1,7 +1,8 @@
 import * as ort from 'onnxruntime-node'
 import type { SessionIo } from './session-io.ts'
+import { kvArray, type KvArray, type KvType } from './tensor-dtype.ts'
 
-/** One layer's K and V, [rows, kvHeads, tokens, headDim] float32. */
+/** One layer's K and V, [rows, kvHeads, tokens, headDim] of the session's KV type. */
 export interface LayerKv {
   key: ort.Tensor
   value: ort.Tensor
@@ -115,14 +116,14 @@ export class BatchKvCache implements BatchCache {
     const { numKvHeads: h, headDim: d } = this.io
     const rows = lens.length
     const relay = (old: ort.Tensor, joined: (j: KvJoin) => ort.Tensor): ort.Tensor => {
-      const dst = new Float32Array(rows * h * width * d)
-      const src = old.data as Float32Array
+      const dst = kvArray(this.io.kvType, rows * h * width * d)
+      const src = old.data as KvArray
       keep.forEach((r, to) => copyRow(src, r, this.width, dst, to, width, this.lens[r], h, d))
       joins.forEach((j, i) => {
         const t = joined(j)
-        copyRow(t.data as Float32Array, j.row, t.dims[2], dst, keep.length + i, width, j.len, h, d, j.start)
+        copyRow(t.data as KvArray, j.row, t.dims[2], dst, keep.length + i, width, j.len, h, d, j.start)
       })
-      return new ort.Tensor('float32', dst, [rows, h, width, d])
+      return new ort.Tensor(this.io.kvType, dst, [rows, h, width, d])
     }
     this.layers = this.layers.map((layer, i) => ({
       key: relay(layer.key, (j) => j.layers[i].key),
@@ -155,11 +156,11 @@ export class BatchKvCache implements BatchCache {
 function compactTensor(t: ort.Tensor, keep: number[]): ort.Tensor {
   const [, h, width, d] = t.dims as [number, number, number, number]
   const block = h * width * d
-  const data = t.data as Float32Array
+  const data = t.data as KvArray
   keep.forEach((from, to) => {
     if (from !== to) data.copyWithin(to * block, from * block, (from + 1) * block)
   })
-  return new ort.Tensor('float32', data.subarray(0, keep.length * block), [keep.length, h, keep.length === 0 ? 0 : width, d])
+  return new ort.Tensor(t.type as KvType, data.subarray(0, keep.length * block), [keep.length, h, keep.length === 0 ? 0 : width, d])
 }
 
 /** A sequence entering the batch: its first sampled token and its KV from prefill. */
@@ -176,7 +177,7 @@ export interface KvJoin {
 }
 
 /** Copies `len` columns of row `from` (width `fromWidth`; by default its last ones) into the right end of row `to`. */
-function copyRow(src: Float32Array, from: number, fromWidth: number, dst: Float32Array, to: number, toWidth: number, len: number, h: number, d: number, first = fromWidth - len): void {
+function copyRow(src: KvArray, from: number, fromWidth: number, dst: KvArray, to: number, toWidth: number, len: number, h: number, d: number, first = fromWidth - len): void {
   for (let head = 0; head < h; head++) {
     const s = ((from * h + head) * fromWidth + first) * d
     const t = ((to * h + head) * toWidth + (toWidth - len)) * d
@@ -187,8 +188,8 @@ function copyRow(src: Float32Array, from: number, fromWidth: number, dst: Float3
 export function emptyLayers(io: SessionIo, rows: number): LayerKv[] {
   const shape = [rows, io.numKvHeads, 0, io.headDim]
   return Array.from({ length: io.numLayers }, () => ({
-    key: new ort.Tensor('float32', new Float32Array(0), shape),
-    value: new ort.Tensor('float32', new Float32Array(0), shape),
+    key: new ort.Tensor(io.kvType, kvArray(io.kvType, 0), shape),
+    value: new ort.Tensor(io.kvType, kvArray(io.kvType, 0), shape),
   }))
 }
 

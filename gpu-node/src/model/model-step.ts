@@ -5,6 +5,7 @@ import { BatchKvCache, ConcatPrefill, emptyLayers, modelFeeds, presentsOf, type 
 import type { SessionIo } from './session-io.ts'
 import type { PrefillPart, StepPlan, StepResult } from './runner.ts'
 import { SlotKvCache } from './slot-kv-cache.ts'
+import { floatsOf } from './tensor-dtype.ts'
 
 /**
  * Executes StepPlans against an ONNX Runtime session: the batch cache, the prefill caches and
@@ -135,13 +136,14 @@ export class ModelStep {
   /**
    * Row `row`'s logits at its last position (with left padding, the last column for every row),
    * indexed by the tensor's own shape: an export whose logits are wider than config.json's
-   * vocab_size (a padded vocabulary) must not shift the rows after the first.
+   * vocab_size (a padded vocabulary) must not shift the rows after the first. float16 logits are
+   * widened exactly (tensor-dtype.ts), so they are sampled as the same values in float32.
    */
   private lastLogits(outputs: ort.InferenceSession.ReturnType, row: number): Float32Array {
     const t = outputs.logits as ort.Tensor
     const [, positions, v] = t.dims
     const at = (row * positions + positions - 1) * v
-    return (t.data as Float32Array).subarray(at, at + v)
+    return floatsOf(t, at, v)
   }
 
   private samplerOf(seqId: number): SequenceSampler {

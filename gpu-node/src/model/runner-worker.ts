@@ -39,7 +39,7 @@ async function start(init: RunnerWorkerInit): Promise<void> {
       })
     const io = readSessionIo(session, init.config, init.onnxFile)
     step = new ModelStep(session, io, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes })
-    const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, hasPositionIds: io.hasPositionIds, couplingOps: batchCouplingOps(init.onnxPath) }
+    const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, kvType: io.kvType, hasPositionIds: io.hasPositionIds, couplingOps: batchCouplingOps(init.onnxPath) }
     port.postMessage({ type: 'ready', io: shape })
   } catch (e) {
     port.postMessage({ type: 'fatal', message: (e as Error).message })

@@ -1,5 +1,6 @@
 import type { SamplingParams } from '../../../shared/src/generation.ts'
 import type { ModelDir } from './model-dir.ts'
+import { bytesPerElement, type KvType } from './tensor-dtype.ts'
 
 /** Shapes the scheduler needs to budget KV and bound sequences. */
 export interface ModelInfo {
@@ -9,8 +10,9 @@ export interface ModelInfo {
   headDim: number
   /** Max prompt + generated tokens per sequence. */
   contextLength: number
-  /** KV cache bytes per token per sequence: 2 (K and V) × layers × kv heads × head dim × 4 bytes. */
+  /** KV cache bytes per token per sequence: 2 (K and V) × layers × kv heads × head dim × the KV type's bytes. */
   kvBytesPerToken: number
+  kvType: KvType
   eosTokenIds: number[]
   /** Which rows may share a batch without changing a token (see Batching). */
   batching: Batching
@@ -32,6 +34,7 @@ export interface KvShape {
   numLayers: number
   numKvHeads: number
   headDim: number
+  kvType: KvType
 }
 
 /** What the worker reports of the loaded session: its KV shape, whether it takes positions, and the batch-coupling operators it uses. */
@@ -41,14 +44,14 @@ export interface SessionShape extends KvShape {
   couplingOps: string[]
 }
 
-/** KV cache bytes per token per sequence: 2 (K and V) × layers × kv heads × head dim × 4 bytes. */
+/** KV cache bytes per token per sequence: 2 (K and V) × layers × kv heads × head dim × the KV type's bytes (float16: half of float32's). */
 export function kvBytesPerToken(kv: KvShape): number {
-  return 2 * kv.numLayers * kv.numKvHeads * kv.headDim * Float32Array.BYTES_PER_ELEMENT
+  return 2 * kv.numLayers * kv.numKvHeads * kv.headDim * bytesPerElement(kv.kvType)
 }
 
 export function toModelInfo(dir: ModelDir, session: SessionShape): ModelInfo {
-  const { numLayers, numKvHeads, headDim } = session
-  const kv = { numLayers, numKvHeads, headDim }
+  const { numLayers, numKvHeads, headDim, kvType } = session
+  const kv = { numLayers, numKvHeads, headDim, kvType }
   return {
     vocabSize: dir.config.vocabSize,
     ...kv,

@@ -23,7 +23,7 @@ export class ScriptedRunner implements ModelRunner {
     info: Partial<ModelInfo> = {},
     readonly next: (key: number, len: number) => number = (key, len) => 1 + ((key * 31 + len * 7) % 25),
   ) {
-    this.info = { vocabSize: 32, numLayers: 1, numKvHeads: 1, headDim: 1, contextLength: 4096, kvBytesPerToken: 8, eosTokenIds: [0], batching: 'continuous', ...info }
+    this.info = { vocabSize: 32, numLayers: 1, numKvHeads: 1, headDim: 1, kvType: 'float32', contextLength: 4096, kvBytesPerToken: 8, eosTokenIds: [0], batching: 'continuous', ...info }
   }
 
   async step(plan: StepPlan): Promise<StepResult> {
