@@ -13,6 +13,8 @@ export interface LoadModelOptions {
   intraOpThreads?: number
   /** The scheduler's KV budget: the slot caches take spare rows and slots only inside it. */
   kvBudgetBytes: number
+  /** Tokens per prefix-cache block (the engine's limits.prefixBlockTokens). */
+  prefixBlockTokens?: number
 }
 
 /** The model side, ready to run: what the engine drives and what the HTTP layer encodes with. */
@@ -39,6 +41,7 @@ export async function loadModel(opts: LoadModelOptions): Promise<LoadedModel> {
   const runner = await OnnxRunner.start(dir, {
     executionProvider: opts.executionProvider,
     kvBudgetBytes: opts.kvBudgetBytes,
+    ...(opts.prefixBlockTokens ? { prefixBlockTokens: opts.prefixBlockTokens } : {}),
     ...(opts.intraOpThreads ? { intraOpThreads: opts.intraOpThreads } : {}),
   })
   const encoder: PromptEncoder = {

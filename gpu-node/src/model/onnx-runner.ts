@@ -8,6 +8,7 @@ export interface OnnxRunnerOptions {
   intraOpThreads?: number
   /** The scheduler's KV budget, which bounds the slot caches' spare (model-step.ts). */
   kvBudgetBytes?: number
+  prefixBlockTokens?: number
 }
 
 /**
@@ -47,6 +48,7 @@ export class OnnxRunner implements ModelRunner {
       executionProvider: opts.executionProvider,
       ...(opts.intraOpThreads ? { intraOpThreads: opts.intraOpThreads } : {}),
       ...(opts.kvBudgetBytes ? { kvBudgetBytes: opts.kvBudgetBytes } : {}),
+      ...(opts.prefixBlockTokens ? { prefixBlockTokens: opts.prefixBlockTokens } : {}),
     }
     const worker = spawnTsWorker(new URL('./runner-worker.ts', import.meta.url), init)
     const kv = await new Promise<SessionShape>((resolve, reject) => {

@@ -20,6 +20,8 @@ export interface RunnerWorkerInit {
   intraOpThreads?: number
   /** The scheduler's KV budget, which bounds the slot caches' spare (model-step.ts). */
   kvBudgetBytes?: number
+  /** Tokens per prefix-cache block. */
+  prefixBlockTokens?: number
 }
 
 type Inbound = { type: 'step'; id: number; plan: StepPlan }
@@ -38,7 +40,7 @@ async function start(init: RunnerWorkerInit): Promise<void> {
         throw new Error(`model directory: ${init.onnxFile}: ONNX Runtime could not load it (${init.executionProvider} provider): ${e.message}`)
       })
     const io = readSessionIo(session, init.config, init.onnxFile)
-    step = new ModelStep(session, io, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes })
+    step = new ModelStep(session, io, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes, prefixBlockTokens: init.prefixBlockTokens })
     const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, kvType: io.kvType, hasPositionIds: io.hasPositionIds, couplingOps: batchCouplingOps(init.onnxPath) }
     port.postMessage({ type: 'ready', io: shape })
   } catch (e) {

@@ -79,6 +79,18 @@ export interface SequenceStart {
   promptLen: number
   /** Never sample EOS (benchmarks that need a fixed length). */
   banEos: boolean
+  /**
+   * Prefix-cache slots (in order) whose saved KV is the sequence's first prefix.length ×
+   * prefixBlockTokens tokens: its prefill starts from them and computes only the rest.
+   */
+  prefix?: number[]
+}
+
+/** Copies a batch row's KV for tokens [from, from + prefixBlockTokens) into a prefix-cache slot. */
+export interface BlockSave {
+  seqId: number
+  from: number
+  slot: number
 }
 
 /** One sequence's share of a prefill chunk. */
@@ -92,13 +104,15 @@ export interface PrefillPart {
 }
 
 /**
- * One scheduler tick, as plain data. Applied in this order by the runner:
+ * One scheduler tick, as plain data. Applied in this order by the runner: `save` (prefix-cache
+ * blocks out of the batch rows, before any row is released) →
  * `release` (drop KV and sampler state) → one decode step over every batch row →
  * the prefill chunk. A chunk is either one part of one sequence's prompt (long prompts, split
  * over ticks) or several whole short prompts run as one left-padded batch; every part that is
  * `last` gets its first token sampled and joins the batch.
  */
 export interface StepPlan {
+  save?: BlockSave[]
   release: number[]
   decode: boolean
   prefill: PrefillPart[]

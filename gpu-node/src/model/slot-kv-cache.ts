@@ -2,6 +2,7 @@ import * as ort from 'onnxruntime-node'
 import { modelFeeds, presentsOf, type BatchCache, type KvJoin, type LayerKv, type PrefillCache } from './batch-kv-cache.ts'
 import { kvBytesPerToken } from './runner.ts'
 import type { SessionIo } from './session-io.ts'
+import { readBlock, writeBlocks, type KvBlock } from './kv-block.ts'
 import { kvArray, type KvArray } from './tensor-dtype.ts'
 
 /**
@@ -122,6 +123,26 @@ export class SlotKvCache implements BatchCache, PrefillCache {
       }
     })
     for (let r = 0; r < this.rows; r++) this.lens[r] += s
+  }
+
+  readBlock(seqId: number, from: number, count: number): KvBlock {
+    const r = this.seqIds.indexOf(seqId)
+    if (r < 0) throw new Error(`no batch row for sequence ${seqId}`)
+    return readBlock(this.io, this.keys, this.values, this.rowLayout(r), from, count)
+  }
+
+  /** One row of this cache, empty so far: its first tokens from cached blocks. */
+  startFrom(blocks: readonly KvBlock[], blockTokens: number): void {
+    const n = blocks.length * blockTokens
+    this.reserve(1, n + 1)
+    writeBlocks(this.io, blocks, blockTokens, this.keys, this.values, this.rowLayout(0))
+    this.lens[0] = n
+  }
+
+  private rowLayout(r: number): (head: number, t: number) => number {
+    const { numKvHeads: h, headDim: d } = this.io
+    const cap = this.capacity
+    return (head, t) => ((r * h + head) * cap + t) * d
   }
 
   /** This one-row cache as a sequence joining the batch (its tokens start at slot 0). */
