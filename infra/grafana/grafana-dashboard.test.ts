@@ -11,7 +11,7 @@ describe('infra/grafana dashboard', () => {
 
   it('parses and has per-region panels for TTFT, ITL, e2e, tokens/s, queue, KV usage and batch size', () => {
     const titles = dashboard.panels.map((p) => p.title).join(' | ')
-    for (const word of ['first token', 'Inter-token', 'End-to-end', 'tokens/s', 'Queue', 'KV cache', 'Batch size']) expect(titles).toContain(word)
+    for (const word of ['first token', 'Inter-token', 'End-to-end', 'tokens/s', 'Queue', 'KV cache', 'Batch size', 'Prefix cache hit rate']) expect(titles).toContain(word)
     expect(exprs.every((e) => e.includes('region'))).toBe(true)
   })
 

@@ -75,6 +75,34 @@ describe('the Node entry end to end', () => {
   })
 })
 
+describe('the prefix cache through the edge', () => {
+  it('reports cached prompt tokens on turns 2–4 of a conversation, in both SDKs’ typed usage fields', async () => {
+    const openai = openaiClient(stack.edgeUrl, { apiKey: stack.devApiKey })
+    const system = 'You are a terse assistant for the zerolayer test suite. Answer in a few words, and never apologise.'
+    const messages: Array<{ role: 'system' | 'user' | 'assistant'; content: string }> = [{ role: 'system', content: system }]
+    const cached: number[] = []
+    const promptTokens: number[] = []
+    for (const question of ['Hello there', 'What next?', 'And after that?', 'Goodbye']) {
+      messages.push({ role: 'user', content: question })
+      const res = await openai.chat.completions.create({ model: MODEL, messages, max_tokens: 5, temperature: 0, ignore_eos: true } as ChatCompletionCreateParamsNonStreaming)
+      expect(res.usage!.prompt_tokens).toBeGreaterThan(res.usage!.prompt_tokens_details?.cached_tokens ?? 0)
+      cached.push(res.usage!.prompt_tokens_details?.cached_tokens ?? -1)
+      promptTokens.push(res.usage!.prompt_tokens)
+      messages.push({ role: 'assistant', content: res.choices[0]!.message.content ?? '' })
+    }
+    expect(cached[0]).toBe(0)
+    // Each later turn resends the one before (its answer included): at least the system prompt's blocks are reused.
+    expect(cached.slice(1).every((c) => c >= 16)).toBe(true)
+    expect(cached[3]!).toBeGreaterThan(cached[1]!)
+
+    const anthropic = anthropicClient(stack.edgeUrl, { apiKey: stack.devApiKey })
+    const final = await anthropic.messages.stream({ model: MODEL, system, messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 5, temperature: 0, ignore_eos: true } as Anthropic.MessageCreateParamsNonStreaming).finalMessage()
+    // The same prompt as turn 1 (one chat template): cached now, and Anthropic's arithmetic adds up to it.
+    expect(final.usage.cache_read_input_tokens).toBeGreaterThanOrEqual(16)
+    expect(final.usage.input_tokens + (final.usage.cache_read_input_tokens ?? 0) + (final.usage.cache_creation_input_tokens ?? 0)).toBe(promptTokens[0])
+  })
+})
+
 describe('overload through the edge', () => {
   /**
    * The edge marks a node that answered 503/529 down for 10 s in its process (DESIGN.md §3 step 5),

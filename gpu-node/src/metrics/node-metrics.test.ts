@@ -33,6 +33,18 @@ describe('node metrics', () => {
     expect(text).toContain('zl_kv_cache_usage_ratio{region="eu-west",model="tiny"} 0.5')
   })
 
+  it('copies the prefix cache’s counts and bytes at each scrape (0 with the cache off)', async () => {
+    const cache = { queries: 900, hits: 640, evictions: 3, bytes: 4096, capacityBytes: 65536 }
+    let current = { ...stats, prefixCache: cache }
+    const metrics = createNodeMetrics({ region: 'r', model: 'm', stats: () => current })
+    let text = await metrics.render()
+    for (const line of ['zl_prefix_cache_queries_total{region="r",model="m"} 900', 'zl_prefix_cache_hits_total{region="r",model="m"} 640', 'zl_prefix_cache_evictions_total{region="r",model="m"} 3', 'zl_prefix_cache_bytes{region="r",model="m"} 4096', 'zl_prefix_cache_capacity_bytes{region="r",model="m"} 65536']) expect(text).toContain(line)
+    current = { ...stats, prefixCache: { ...cache, queries: 1000, hits: 700 } }
+    text = await metrics.render()
+    expect(text).toContain('zl_prefix_cache_hits_total{region="r",model="m"} 700')
+    expect(await createNodeMetrics({ region: 'r', model: 'm', stats: () => stats }).render()).toContain('zl_prefix_cache_hits_total{region="r",model="m"} 0')
+  })
+
   it('resolves milliseconds in latency histograms', async () => {
     const metrics = createNodeMetrics({ region: 'r', model: 'm', stats: () => stats })
     expect(await metrics.render()).toContain('zl_time_to_first_token_seconds_bucket{le="0.001",region="r",model="m"} 0')

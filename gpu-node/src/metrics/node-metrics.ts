@@ -61,6 +61,22 @@ export function createNodeMetrics(opts: NodeMetricsOptions): NodeMetrics {
   gauge('zl_num_requests_running', 'Requests in the running batch.', (s) => s.running)
   gauge('zl_num_requests_waiting', 'Requests admitted and waiting to be scheduled.', (s) => s.waiting)
   gauge('zl_kv_cache_usage_ratio', 'KV bytes touched per step over the KV budget, 0..1.', (s) => s.kvUsedFrac)
+  // The prefix cache's cumulative counts live in the engine; a scrape copies them (vLLM's prefix_cache_* names).
+  const counter = (name: string, help: string, read: (s: EngineStats) => number) =>
+    new Counter({
+      name,
+      help,
+      registers,
+      collect() {
+        this.reset()
+        this.inc(read(opts.stats()))
+      },
+    })
+  counter('zl_prefix_cache_queries_total', 'Prompt tokens looked up in the prefix cache.', (s) => s.prefixCache?.queries ?? 0)
+  counter('zl_prefix_cache_hits_total', 'Prompt tokens found in the prefix cache (their prefill skipped).', (s) => s.prefixCache?.hits ?? 0)
+  counter('zl_prefix_cache_evictions_total', 'Prefix-cache blocks evicted to make room.', (s) => s.prefixCache?.evictions ?? 0)
+  gauge('zl_prefix_cache_bytes', 'KV bytes the prefix cache holds.', (s) => s.prefixCache?.bytes ?? 0)
+  gauge('zl_prefix_cache_capacity_bytes', 'The prefix cache budget (PREFIX_CACHE_MB), in bytes of whole blocks; 0 when off.', (s) => s.prefixCache?.capacityBytes ?? 0)
 
   return {
     registry,

@@ -31,7 +31,7 @@ describe('generate routes (unsigned, direct use)', () => {
     const body = await json(res)
     expect(body).toMatchObject({ id: 'chatcmpl-abc-123', object: 'chat.completion', model: MODEL })
     expect(body.choices[0]).toMatchObject({ message: { role: 'assistant', content: 'Hello!' }, finish_reason: 'stop' })
-    expect(body.usage).toEqual({ prompt_tokens: 9, completion_tokens: 3, total_tokens: 12 })
+    expect(body.usage).toEqual({ prompt_tokens: 9, completion_tokens: 3, total_tokens: 12, prompt_tokens_details: { cached_tokens: 0 } })
   })
 
   it('hands the engine tokens, the context left as max_tokens, and the wire priority and deadline', async () => {

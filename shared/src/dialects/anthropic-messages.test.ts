@@ -123,7 +123,7 @@ describe('messagesStreamEncoder', () => {
     const [start] = frames(enc.start())
     expect(start!.data).toMatchObject({ message: { usage: { input_tokens: 7, output_tokens: 0 }, stop_reason: null, stop_sequence: null } })
     const delta = frames(enc.finish('stop_sequence', { promptTokens: 7, completionTokens: 9 }, 'END')).find((f) => f.event === 'message_delta')
-    expect(delta!.data).toEqual({ type: 'message_delta', delta: { stop_reason: 'stop_sequence', stop_sequence: 'END' }, usage: { output_tokens: 9 } })
+    expect(delta!.data).toEqual({ type: 'message_delta', delta: { stop_reason: 'stop_sequence', stop_sequence: 'END' }, usage: { input_tokens: 7, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 9 } })
   })
 
   it('writes errors as an error event', () => {

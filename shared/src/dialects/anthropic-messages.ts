@@ -112,7 +112,8 @@ export function messagesStreamEncoder(meta: StreamMeta): StreamEncoder {
       sseEvent('message_delta', {
         type: 'message_delta',
         delta: { stop_reason: toAnthropicStopReason(reason), stop_sequence: matchedStop(reason, stopSequence) },
-        usage: { output_tokens: usage.completionTokens },
+        // Cumulative whole-message totals: the SDK's stream snapshot takes the input and cache counts from here.
+        usage: { ...toAnthropicInputUsage(usage), output_tokens: usage.completionTokens },
       }) +
       sseEvent('message_stop', { type: 'message_stop' }),
     error: (err) => renderStreamError(ANTHROPIC_ERRORS, err),
@@ -128,8 +129,19 @@ export function messagesJsonBody(meta: ResponseMeta, text: string, reason: Compl
     content: [{ type: 'text', text }],
     stop_reason: toAnthropicStopReason(reason),
     stop_sequence: matchedStop(reason, stopSequence),
-    usage: { input_tokens: usage.promptTokens, output_tokens: usage.completionTokens },
+    usage: { ...toAnthropicInputUsage(usage), output_tokens: usage.completionTokens },
   }
+}
+
+/**
+ * Anthropic's arithmetic: the prompt is input_tokens + cache_creation_input_tokens +
+ * cache_read_input_tokens, so input_tokens counts only what was neither read from nor written
+ * to the prefix cache.
+ */
+export function toAnthropicInputUsage(usage: Usage): { input_tokens: number; cache_creation_input_tokens: number; cache_read_input_tokens: number } {
+  const read = usage.cachedTokens ?? 0
+  const created = usage.cacheCreationTokens ?? 0
+  return { input_tokens: usage.promptTokens - read - created, cache_creation_input_tokens: created, cache_read_input_tokens: read }
 }
 
 function matchedStop(reason: CompletedReason, stopSequence: string | undefined): string | null {

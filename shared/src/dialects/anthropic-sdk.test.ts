@@ -11,7 +11,8 @@ import { SSE_HEADERS, SSE_KEEP_ALIVE } from '../sse.ts'
 import { getDialect, type StreamMeta } from './index.ts'
 
 const meta: StreamMeta = { requestId: 'req-1', model: 'tiny', created: 1_700_000_000, promptTokens: 5 }
-const usage = { promptTokens: 5, completionTokens: 3 }
+// Of the 5 prompt tokens, 2 were read from the prefix cache and 1 written to it: input_tokens is the other 2.
+const usage = { promptTokens: 5, completionTokens: 3, cachedTokens: 2, cacheCreationTokens: 1 }
 const TEXT_PARTS = ['Hé', 'llo ', '👋']
 const messages = getDialect('anthropic-messages')
 const params = { model: 'tiny', max_tokens: 16, messages: [{ role: 'user' as const, content: 'hi' }] }
@@ -69,7 +70,8 @@ describe('Anthropic streaming through the official SDK', () => {
     expect(final.content).toEqual([{ type: 'text', text: 'Héllo 👋' }])
     expect(final.stop_reason).toBe('max_tokens')
     expect(final.stop_sequence).toBeNull()
-    expect(final.usage).toMatchObject({ input_tokens: 5, output_tokens: 3 })
+    expect(final.usage).toMatchObject({ input_tokens: 2, output_tokens: 3, cache_read_input_tokens: 2, cache_creation_input_tokens: 1 })
+    expect(final.usage.cache_read_input_tokens).toBe(2)
   })
 
   it('reports the matched stop sequence', async () => {
@@ -111,7 +113,7 @@ describe('Anthropic non-streaming body through the official SDK', () => {
       content: [{ type: 'text', text: 'Hello' }],
       stop_reason: 'end_turn',
       stop_sequence: null,
-      usage: { input_tokens: 5, output_tokens: 3 },
+      usage: { input_tokens: 2, output_tokens: 3, cache_read_input_tokens: 2, cache_creation_input_tokens: 1 },
     })
   })
 })

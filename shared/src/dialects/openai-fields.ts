@@ -50,10 +50,17 @@ export interface OpenAIUsage {
   prompt_tokens: number
   completion_tokens: number
   total_tokens: number
+  prompt_tokens_details: { cached_tokens: number }
 }
 
+/** OpenAI's arithmetic: prompt_tokens counts every prompt token; cached_tokens says how many of them came from the prefix cache. */
 export function toOpenAIUsage(usage: Usage): OpenAIUsage {
-  return { prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens, total_tokens: usage.promptTokens + usage.completionTokens }
+  return {
+    prompt_tokens: usage.promptTokens,
+    completion_tokens: usage.completionTokens,
+    total_tokens: usage.promptTokens + usage.completionTokens,
+    prompt_tokens_details: { cached_tokens: usage.cachedTokens ?? 0 },
+  }
 }
 
 const TOOLS = 'tool and function calling are not available on this server'

@@ -12,7 +12,8 @@ import { SSE_HEADERS, SSE_KEEP_ALIVE } from '../sse.ts'
 import { getDialect, type StreamMeta } from './index.ts'
 
 const meta: StreamMeta = { requestId: 'req-1', model: 'tiny', created: 1_700_000_000, promptTokens: 5, includeUsage: false }
-const usage = { promptTokens: 5, completionTokens: 3 }
+// 2 of the 5 prompt tokens came from the prefix cache.
+const usage = { promptTokens: 5, completionTokens: 3, cachedTokens: 2, cacheCreationTokens: 1 }
 const TEXT_PARTS = ['Hé', 'llo ', '👋']
 const chat = getDialect('openai-chat')
 const completions = getDialect('openai-completions')
@@ -72,7 +73,7 @@ describe('OpenAI chat streaming through the official SDK', () => {
     for await (const chunk of stream) chunks.push(chunk)
     const last = chunks.at(-1)!
     expect(last.choices).toEqual([])
-    expect(last.usage).toEqual({ prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 })
+    expect(last.usage).toEqual({ prompt_tokens: 5, completion_tokens: 3, total_tokens: 8, prompt_tokens_details: { cached_tokens: 2 } })
     expect(chunks.slice(0, -1).every((c) => c.usage === null)).toBe(true)
   })
 
@@ -82,6 +83,7 @@ describe('OpenAI chat streaming through the official SDK', () => {
       .stream({ ...chatParams, stream: true, stream_options: { include_usage: true } })
       .finalChatCompletion()
     expect(final.usage?.total_tokens).toBe(8)
+    expect(final.usage?.prompt_tokens_details?.cached_tokens).toBe(2)
     expect(final.choices[0]!.message.content).toBe('Héllo 👋')
   })
 
@@ -126,6 +128,7 @@ describe('OpenAI completions streaming through the official SDK', () => {
     expect(chunks.at(-2)!.choices[0]!.finish_reason).toBe('stop')
     expect(chunks.at(-1)!.choices).toEqual([])
     expect(chunks.at(-1)!.usage?.total_tokens).toBe(8)
+    expect(chunks.at(-1)!.usage?.prompt_tokens_details?.cached_tokens).toBe(2)
   })
 })
 
@@ -137,7 +140,8 @@ describe('OpenAI non-streaming bodies through the official SDK', () => {
     expect(res.id).toBe('chatcmpl-req-1')
     expect(res.choices[0]!.message).toEqual({ role: 'assistant', content: 'Hello' })
     expect(res.choices[0]!.finish_reason).toBe('stop')
-    expect(res.usage).toEqual({ prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 })
+    expect(res.usage).toEqual({ prompt_tokens: 5, completion_tokens: 3, total_tokens: 8, prompt_tokens_details: { cached_tokens: 2 } })
+    expect(res.usage?.prompt_tokens_details?.cached_tokens).toBe(2)
   })
 
   it('parses a text_completion', async () => {
