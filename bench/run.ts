@@ -87,6 +87,8 @@ async function runSection(name: SectionName, ctx: BenchContext): Promise<Section
       return (await import('./scenarios/cancel.ts')).runCancel(ctx, { modelDir: values['engine-model']! })
     case 'ratelimit':
       return (await import('./scenarios/ratelimit.ts')).runRatelimit(ctx)
+    case 'prefix':
+      return (await import('./scenarios/prefix.ts')).runPrefix(ctx, { modelDir: values['engine-model']! })
   }
 }
 

@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { SectionResult } from './report-types.ts'
 
-export const SECTIONS = ['engine', 'edge', 'cancel', 'ratelimit'] as const
+export const SECTIONS = ['engine', 'edge', 'cancel', 'ratelimit', 'prefix'] as const
 export type SectionName = (typeof SECTIONS)[number]
 
 export interface Target {
@@ -32,6 +32,8 @@ export const TARGETS: Target[] = [
   { key: 'edge.node_added_ttfb_ms_p99_c64', label: 'Node edge added TTFB p99 at concurrency 64, ms', kind: 'max', target: 10 },
   { key: 'edge.node_requests_per_s_one_core', label: 'Node edge requests/s on one core (instant upstream, non-streaming)', kind: 'min', target: 2000 },
   { key: 'edge.wrangler_added_ttfb_ms_p50_c1', label: 'wrangler dev added TTFB p50 at concurrency 1, ms', kind: 'report' },
+  { key: 'prefix.warm_turn_ttft_speedup', label: 'multi-turn chat, turns 2–6 p50 TTFT without ÷ with the prefix cache (16 conversations, 512-token shared system prompt)', kind: 'min', target: 5 },
+  { key: 'prefix.zero_hit_throughput_ratio', label: 'tokens/s with ÷ without the prefix cache, prompts that share nothing', kind: 'min', target: 0.98 },
   { key: 'cancel.stopped_within_two_steps', label: 'disconnected streams whose KV the node freed within two steps', kind: 'all-of', of: 'cancel.tried' },
   { key: 'ratelimit.check_ms_p50', label: '@upstash/ratelimit check via the local bridge, p50 ms', kind: 'max', target: 2 },
 ]

@@ -23,6 +23,8 @@ export interface RequestSpec {
   abortAfterTextFrames?: number
   /** Hard bound on the whole request (default 120 s). */
   timeoutMs?: number
+  /** Keep the generated text (a multi-turn client sends it back). */
+  captureText?: boolean
 }
 
 export interface RequestRecord {
@@ -39,6 +41,10 @@ export interface RequestRecord {
   /** Completion tokens: the server's usage count when it sent one, else text frames. */
   tokens: number
   textFrames: number
+  /** The generated text, when captureText was set (streams). */
+  text?: string
+  /** Prompt tokens the server reused from its prefix cache, when it said. */
+  cachedTokens?: number
   /** Gaps between consecutive text frames, ms. */
   gapsMs: number[]
   error?: string
@@ -121,8 +127,10 @@ export async function sendRequest(spec: RequestSpec): Promise<RequestRecord> {
           const m = readFrame(spec.dialect, event, data.join('\n'))
           if (m.error) rec.error = m.error
           if (m.usageTokens !== undefined) usageTokens = m.usageTokens
+          if (m.cachedTokens !== undefined) rec.cachedTokens = m.cachedTokens
           if (m.text) {
             rec.textFrames++
+            if (spec.captureText) rec.text = (rec.text ?? '') + m.text
             if (rec.ttftMs === undefined) rec.ttftMs = t
             else rec.gapsMs.push(t - lastTextAt)
             lastTextAt = t

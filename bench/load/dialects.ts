@@ -20,13 +20,15 @@ export interface BodyOptions {
   stream: boolean
   /** vLLM extension the node accepts: generate exactly maxTokens (benchmarks). */
   ignoreEos?: boolean
+  /** OpenAI chat only: a whole conversation instead of one user message `text` (multi-turn scenarios). */
+  messages?: Array<{ role: 'system' | 'user' | 'assistant'; content: string }>
 }
 
 /** A request body as bytes (the edge forwards bytes; the node signs bytes). */
 export function buildBody(dialect: BenchDialect, o: BodyOptions): Uint8Array {
   const common = { model: o.model, max_tokens: o.maxTokens, stream: o.stream, temperature: 0, ...(o.ignoreEos ? { ignore_eos: true } : {}) }
   let body: Record<string, unknown>
-  if (dialect === 'openai-chat') body = { ...common, messages: [{ role: 'user', content: o.text }], ...(o.stream ? { stream_options: { include_usage: true } } : {}) }
+  if (dialect === 'openai-chat') body = { ...common, messages: o.messages ?? [{ role: 'user', content: o.text }], ...(o.stream ? { stream_options: { include_usage: true } } : {}) }
   else if (dialect === 'anthropic-messages') body = { ...common, messages: [{ role: 'user', content: o.text }] }
   else body = { ...common, prompt: o.text, ...(o.stream ? { stream_options: { include_usage: true } } : {}) }
   return new TextEncoder().encode(JSON.stringify(body))
@@ -37,6 +39,8 @@ export interface FrameMeaning {
   text?: string
   /** Cumulative completion tokens reported by the server (usage chunk / message_delta). */
   usageTokens?: number
+  /** Prompt tokens the server reused from its prefix cache (OpenAI cached_tokens, Anthropic cache_read_input_tokens). */
+  cachedTokens?: number
   done?: boolean
   error?: string
 }
@@ -56,7 +60,7 @@ export function readFrame(dialect: BenchDialect, event: string | undefined, data
       case 'content_block_delta':
         return { text: json.delta?.text ?? '' }
       case 'message_delta':
-        return { usageTokens: json.usage?.output_tokens }
+        return { usageTokens: json.usage?.output_tokens, ...(typeof json.usage?.cache_read_input_tokens === 'number' ? { cachedTokens: json.usage.cache_read_input_tokens } : {}) }
       case 'message_stop':
         return { done: true }
       case 'error':
@@ -71,6 +75,7 @@ export function readFrame(dialect: BenchDialect, event: string | undefined, data
   const text = dialect === 'openai-chat' ? choice?.delta?.content : choice?.text
   if (typeof text === 'string' && text !== '') out.text = text
   if (json.usage && typeof json.usage.completion_tokens === 'number') out.usageTokens = json.usage.completion_tokens
+  if (typeof json.usage?.prompt_tokens_details?.cached_tokens === 'number') out.cachedTokens = json.usage.prompt_tokens_details.cached_tokens
   return out
 }
 

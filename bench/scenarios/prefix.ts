@@ -1,0 +1,108 @@
+/**
+ * Prefix caching (issue 16), on the engine model through a GPU node's HTTP API (OpenAI chat,
+ * streamed, greedy, ignore_eos), two nodes side by side: one with the prefix cache
+ * (PREFIX_CACHE_MB default) and one without (PREFIX_CACHE_MB=0), used one at a time.
+ *
+ * - Multi-turn chat: C conversations at once, T turns each; every conversation starts with the
+ *   same system prompt of 512 tokens, each turn adds a ~64-token user message, 32 tokens are
+ *   generated and sent back as the assistant's turn. The same requests go to both nodes (greedy
+ *   and exact, so the answers — and so the next turns — are the same).
+ *   `warm_turn_ttft_speedup` = p50 TTFT of turns 2..T without the cache ÷ with it.
+ * - Zero hits: 32 concurrent requests whose prompts share nothing (each starts with its own
+ *   number), 128-token prompts, 64 new tokens; `zero_hit_throughput_ratio` = tokens/s with the
+ *   cache ÷ without, alternating A B A B, medians (the cache's cost when it never helps: chain
+ *   hashing and block saves).
+ */
+import { ensureGeneratedModel } from '../../gpu-node/tools/generate-model/ensure-model.ts'
+import { benchAgent, sendRequest, type RequestRecord } from '../load/client.ts'
+import { buildBody } from '../load/dialects.ts'
+import { textPromptOfLength } from '../lib/prompts.ts'
+import type { BenchContext, SectionResult } from '../lib/report-types.ts'
+import { startGpuNode, type GpuNode } from '../lib/services.ts'
+import { median, percentile, round } from '../lib/stats.ts'
+
+type Turn = { role: 'system' | 'user' | 'assistant'; content: string }
+
+export async function runPrefix(ctx: BenchContext, opts: { modelDir?: string } = {}): Promise<SectionResult> {
+  const modelDir = opts.modelDir ?? 'models/small'
+  await ensureGeneratedModel(modelDir, (l) => ctx.log(l))
+  const shape = ctx.quick ? { conversations: 4, turns: 3, repeats: 1 } : { conversations: 16, turns: 6, repeats: 2 }
+  ctx.log(`starting two GPU nodes (${modelDir}): prefix cache on, and PREFIX_CACHE_MB=0`)
+  const on = await startGpuNode({ modelDir })
+  const off = await startGpuNode({ modelDir, env: { PREFIX_CACHE_MB: '0' } })
+  const agent = benchAgent()
+  try {
+    const system = textPromptOfLength(modelDir, 512).text
+    const users = Array.from({ length: shape.conversations * shape.turns }, (_, i) => textPromptOfLength(modelDir, 64, 1 + i).text)
+    const chat = async (node: GpuNode) => {
+      const records = await Promise.all(Array.from({ length: shape.conversations }, async (_, c) => {
+        const messages: Turn[] = [{ role: 'system', content: system }]
+        const out: RequestRecord[] = []
+        for (let t = 0; t < shape.turns; t++) {
+          messages.push({ role: 'user', content: users[c * shape.turns + t]! })
+          const body = buildBody('openai-chat', { model: node.model, text: '', messages, maxTokens: 32, stream: true, ignoreEos: true })
+          const rec = await sendRequest({ origin: node.url, dialect: 'openai-chat', body, stream: true, dispatcher: agent, captureText: true, timeoutMs: 300_000 })
+          if (rec.error) throw new Error(`multi-turn request failed: ${rec.error}`)
+          out.push(rec)
+          messages.push({ role: 'assistant', content: rec.text ?? '' })
+        }
+        return out
+      }))
+      return records
+    }
+    ctx.log(`multi-turn: ${shape.conversations} conversations × ${shape.turns} turns, 512-token shared system prompt, without the cache`)
+    const cold = await chat(off)
+    ctx.log('multi-turn: the same, with the cache')
+    const warm = await chat(on)
+    const later = (runs: RequestRecord[][]) => runs.flatMap((turns) => turns.slice(1).map((r) => r.ttftMs!))
+    const first = (runs: RequestRecord[][]) => runs.map((turns) => turns[0]!.ttftMs!)
+    const textsEqual = cold.every((turns, c) => turns.every((r, t) => r.text === warm[c]![t]!.text))
+    const speedup = median(later(cold)) / median(later(warm))
+    ctx.log(`turns 2–${shape.turns} p50 TTFT: ${round(median(later(cold)), 1)} ms without, ${round(median(later(warm)), 1)} ms with (${round(speedup, 2)}×); answers equal: ${textsEqual}`)
+
+    const zeroHit = async (node: GpuNode, repeat: number) => {
+      const started = performance.now()
+      const recs = await Promise.all(Array.from({ length: 32 }, (_, i) => {
+        const text = `Request ${repeat * 1000 + i} (${node === on ? 'a' : 'b'}): ${textPromptOfLength(modelDir, 120, 200 + i).text}`
+        return sendRequest({ origin: node.url, dialect: 'openai-chat', body: buildBody('openai-chat', { model: node.model, text, maxTokens: 64, stream: true, ignoreEos: true }), stream: true, dispatcher: agent, timeoutMs: 300_000 })
+      }))
+      const failed = recs.find((r) => r.error)
+      if (failed) throw new Error(`zero-hit request failed: ${failed.error}`)
+      return { tokPerS: (recs.reduce((n, r) => n + r.tokens, 0) * 1000) / (performance.now() - started), cached: recs.reduce((n, r) => n + (r.cachedTokens ?? 0), 0) }
+    }
+    ctx.log(`zero hits: 32 concurrent distinct 128-token prompts, 64 new tokens, A/B × ${shape.repeats + 1}`)
+    await zeroHit(on, -1) // warm-up of both nodes' code paths (not counted)
+    await zeroHit(off, -1)
+    const withCache: number[] = []
+    const without: number[] = []
+    let zeroHitCached = 0
+    for (let r = 0; r <= shape.repeats; r++) {
+      const a = await zeroHit(on, r)
+      const b = await zeroHit(off, r)
+      withCache.push(a.tokPerS)
+      without.push(b.tokPerS)
+      zeroHitCached += a.cached
+    }
+    const ratio = median(withCache) / median(without)
+    ctx.log(`zero hits: ${round(median(withCache), 1)} tok/s with the cache, ${round(median(without), 1)} without (${round(ratio, 3)}); cached tokens ${zeroHitCached}`)
+    const cachedShare = (runs: RequestRecord[][]) => runs.flatMap((turns) => turns.slice(1)).reduce((n, r) => n + (r.cachedTokens ?? 0), 0)
+    return {
+      figures: { warm_turn_ttft_speedup: round(speedup, 2), zero_hit_throughput_ratio: round(ratio, 3) },
+      raw: {
+        model: modelDir,
+        conversations: shape.conversations,
+        turns: shape.turns,
+        answers_equal_with_and_without_cache: textsEqual,
+        warm_turns_ttft_ms: { without_p50: round(median(later(cold)), 1), with_p50: round(median(later(warm)), 1), without_p90: round(percentile(later(cold), 90), 1), with_p90: round(percentile(later(warm), 90), 1) },
+        first_turn_ttft_ms: { without_p50: round(median(first(cold)), 1), with_p50: round(median(first(warm)), 1) },
+        warm_turns_cached_tokens: cachedShare(warm),
+        zero_hit_tok_s: { with: withCache.map((x) => round(x, 1)), without: without.map((x) => round(x, 1)) },
+        zero_hit_cached_tokens: zeroHitCached,
+      },
+      notes: textsEqual ? [] : ['the answers with and without the cache differed: the speedup compares different requests'],
+    }
+  } finally {
+    await agent.close()
+    await Promise.all([on.stop(), off.stop()])
+  }
+}
