@@ -21,7 +21,7 @@ import { createDrain, handleShutdownSignals } from './shutdown.ts'
 const BATCHING_MESSAGES = { 'equal-lengths': 'batching: equal-length batches only', alone: 'batching: one sequence at a time' } as const
 
 /** What the gauges and heartbeat report before the engine exists. */
-const IDLE_STATS: EngineStats = { running: 0, waiting: 0, maxBatch: 0, kvUsedFrac: 0, tokPerSec: 0, draining: false }
+const IDLE_STATS: EngineStats = { running: 0, waiting: 0, maxBatch: 0, kvUsedFrac: 0, tokPerSec: 0, prefillTokPerSec: 0, draining: false }
 
 async function main(log: Logger): Promise<void> {
   const config = readConfig()

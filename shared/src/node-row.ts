@@ -26,6 +26,10 @@ export const NodeRow = z.object({
   kvUsedFrac: load,
   /** Generated tokens per second, recent. */
   tokPerSec: load,
+  /** Prompt tokens per second of prefill, smoothed: what a cached prefix saves, in time (edge affinity). */
+  prefillTokPerSec: load,
+  /** Prefix-cache hits ÷ lookups over the last minute, 0..1; absent when the node's cache is off. */
+  prefixHitRate: z.coerce.number().min(0).max(1).optional().catch(undefined),
   draining: z.boolean().catch(false),
   /** Epoch ms of the beat. */
   ts: z.coerce.number(),

@@ -103,6 +103,7 @@ export class Engine implements EngineHandle {
       maxBatch: s.limits.maxBatch,
       kvUsedFrac: Math.min(1, s.kvBytesNextStep() / s.limits.kvBudgetBytes),
       tokPerSec: this.metrics.tokPerSec(),
+      prefillTokPerSec: this.metrics.prefillTokPerSec,
       draining: this.draining,
       ...(s.prefix ? { prefixCache: this.prefixStats(s.prefix) } : {}),
     }

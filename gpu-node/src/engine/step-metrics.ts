@@ -16,6 +16,8 @@ export class StepMetrics {
   /** Completed steps (tests count steps with it). */
   steps = 0
   private started = 0
+  /** Prompt tokens per second of model time in prefill runs, smoothed; 0 until a prefill ran. */
+  prefillTokPerSec = 0
   private readonly meter = new ThroughputMeter(5000)
   /** Request id → steps started when abort() was called. */
   private readonly abortedAt = new Map<string, number>()
@@ -62,6 +64,12 @@ export class StepMetrics {
     this.meter.add(this.now(), result.decoded.tokens.length + result.joined.tokens.length)
     if (plan.decode || plan.prefill.length > 0) {
       const prefillTokens = plan.prefill.reduce((n, p) => n + p.tokens.length, 0)
+      // The edge weighs a cached prefix's worth in time by this (issue 16's cross-region rule).
+      // Chunks of a few tokens say more about overhead than speed: only chunks of 16 or more count.
+      if (prefillTokens >= 16 && result.prefillMs > 0) {
+        const rate = (prefillTokens * 1000) / result.prefillMs
+        this.prefillTokPerSec = this.prefillTokPerSec === 0 ? rate : 0.8 * this.prefillTokPerSec + 0.2 * rate
+      }
       this.observer?.onStep?.({ durationMs, decodeRows: result.decoded.seqIds.length, prefillRows: plan.prefill.length, prefillTokens })
     }
   }

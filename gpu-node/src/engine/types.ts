@@ -65,6 +65,8 @@ export interface EngineStats {
   kvUsedFrac: number
   /** Generated tokens per second over the last few seconds. */
   tokPerSec: number
+  /** Prompt tokens per second of prefill model time, smoothed over recent chunks; 0 until one ran. */
+  prefillTokPerSec: number
   draining: boolean
   /** The automatic prefix cache, when on: cumulative token counts, and what it holds now. */
   prefixCache?: PrefixCacheStats & { bytes: number; capacityBytes: number }

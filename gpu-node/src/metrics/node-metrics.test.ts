@@ -21,7 +21,7 @@ const DESIGN_METRIC_NAMES = [
   'zl_batch_size',
 ]
 
-const stats = { running: 3, waiting: 7, maxBatch: 32, kvUsedFrac: 0.5, tokPerSec: 100, draining: false }
+const stats = { running: 3, waiting: 7, maxBatch: 32, kvUsedFrac: 0.5, tokPerSec: 100, prefillTokPerSec: 2000, draining: false }
 
 describe('node metrics', () => {
   it('declares every DESIGN.md §8 metric with region and model labels', async () => {

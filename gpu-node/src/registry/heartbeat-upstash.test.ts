@@ -17,7 +17,7 @@ const silent = { info() {}, warn() {}, error() {} }
 describe('registry heartbeat over Upstash REST', () => {
   it('writes a fresh row every beat and removes it on stop', async () => {
     const reader = new Redis({ url: upstash.restUrl, token: upstash.restToken })
-    const stats = { running: 2, waiting: 1, maxBatch: 32, kvUsedFrac: 0.25, tokPerSec: 120, draining: false }
+    const stats = { running: 2, waiting: 1, maxBatch: 32, kvUsedFrac: 0.25, tokPerSec: 120, prefillTokPerSec: 2000, draining: false }
     const hb = startHeartbeat({
       client: createUpstashRegistryClient(upstash.restUrl, upstash.restToken),
       node: { id: 'n-us', url: 'http://127.0.0.1:9101', region: 'us-east', lat: 39, lon: -77.5, models: ['tiny'] },

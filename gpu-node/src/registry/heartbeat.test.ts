@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import type { LogFields, Logger } from '../server/json-log.ts'
 import type { NodeRow } from '../../../shared/src/node-row.ts'
-import { NODES_KEY, startHeartbeat, type RegistryClient } from './heartbeat.ts'
+import { HitRateWindow, NODES_KEY, startHeartbeat, type RegistryClient } from './heartbeat.ts'
 
 /** An in-memory stand-in for @upstash/redis: records commands, can be told to fail. */
 class FakeRedis implements RegistryClient {
@@ -46,7 +46,34 @@ function recordingLogger(): Logger & { lines: LogFields[] } {
 }
 
 const node = { id: 'us-east-1', url: 'http://127.0.0.1:9101', region: 'us-east', lat: 39, lon: -77.5, models: ['tiny'] }
-const stats = { running: 2, waiting: 5, maxBatch: 32, kvUsedFrac: 0.125, tokPerSec: 812.5, draining: false }
+const stats = { running: 2, waiting: 5, maxBatch: 32, kvUsedFrac: 0.125, tokPerSec: 812.5, prefillTokPerSec: 2500, draining: false }
+
+describe('the prefix-cache hit rate in the row', () => {
+  it('is hits ÷ lookups over the last minute, kept while no prompt arrives', () => {
+    const w = new HitRateWindow(60_000)
+    expect(w.add(0, 0, 0)).toBe(0)
+    expect(w.add(1000, 100, 50)).toBe(0.5)
+    expect(w.add(2000, 200, 150)).toBe(0.75)
+    expect(w.add(3000, 200, 150)).toBe(0.75) // idle: the last rate stands
+    // A minute on, the early lookups have left the window: only the recent ones count.
+    expect(w.add(62_500, 300, 250)).toBe(1)
+  })
+
+  it('is sent with the node’s prefill rate when the cache is on', async () => {
+    const redis = new FakeRedis()
+    let t = 1_700_000_000_000
+    let cache = { queries: 0, hits: 0, evictions: 0, bytes: 0, capacityBytes: 1 << 20 }
+    const hb = startHeartbeat({ client: redis, node, stats: () => ({ ...stats, prefixCache: cache }), isDraining: () => false, log: recordingLogger(), intervalMs: 5, now: () => t })
+    await redis.hsets(1)
+    cache = { ...cache, queries: 400, hits: 300 }
+    t += 1000
+    const n = redis.commands.length
+    await redis.hsets(n + 1)
+    const row = JSON.parse(redis.hash.get('us-east-1')!) as NodeRow
+    expect(row).toMatchObject({ prefillTokPerSec: 2500, prefixHitRate: 0.75 })
+    await hb.stop()
+  })
+})
 
 describe('registry heartbeat', () => {
   it('writes the node row to zl:nodes at once and every interval, and HDELs on stop', async () => {
@@ -55,7 +82,7 @@ describe('registry heartbeat', () => {
     const hb = startHeartbeat({ client: redis, node, stats: () => stats, isDraining: () => draining, log: recordingLogger(), intervalMs: 5, now: () => 1_700_000_000_000 })
     await redis.hsets(3)
     const row = JSON.parse(redis.hash.get('us-east-1')!) as NodeRow
-    expect(row).toEqual({ ...node, maxBatch: 32, running: 2, waiting: 5, kvUsedFrac: 0.125, tokPerSec: 812.5, draining: false, ts: 1_700_000_000_000 })
+    expect(row).toEqual({ ...node, maxBatch: 32, running: 2, waiting: 5, kvUsedFrac: 0.125, tokPerSec: 812.5, prefillTokPerSec: 2500, draining: false, ts: 1_700_000_000_000 })
     expect(redis.commands[0]).toBe(`HSET ${NODES_KEY}`)
 
     draining = true

@@ -60,8 +60,11 @@ export function startHeartbeat(opts: HeartbeatOptions): Heartbeat {
   let failing = false
   let lastFailureLogMs = -Infinity
 
+  const hitRate = new HitRateWindow(HIT_RATE_WINDOW_MS)
   const row = (): NodeRow => {
     const s = opts.stats()
+    const t = now()
+    const rate = s.prefixCache ? hitRate.add(t, s.prefixCache.queries, s.prefixCache.hits) : undefined
     return {
       ...opts.node,
       maxBatch: s.maxBatch,
@@ -69,8 +72,11 @@ export function startHeartbeat(opts: HeartbeatOptions): Heartbeat {
       waiting: s.waiting,
       kvUsedFrac: s.kvUsedFrac,
       tokPerSec: s.tokPerSec,
+      // For the edge's cache-affine routing (edge/README.md): what a cached prefix is worth in time here, and how often prompts hit.
+      prefillTokPerSec: Math.round(s.prefillTokPerSec),
+      ...(rate !== undefined ? { prefixHitRate: Math.round(rate * 1000) / 1000 } : {}),
       draining: s.draining || opts.isDraining(),
-      ts: now(),
+      ts: t,
     }
   }
 
@@ -138,4 +144,28 @@ export function startHeartbeat(opts: HeartbeatOptions): Heartbeat {
 function causeCode(e: unknown): string | undefined {
   const cause = e instanceof Error ? (e.cause as { code?: unknown } | undefined) : undefined
   return typeof cause?.code === 'string' ? cause.code : undefined
+}
+
+/** The prefix-cache hit rate the heartbeat reports: prompt tokens hit ÷ looked up, over about this long. */
+export const HIT_RATE_WINDOW_MS = 60_000
+
+/**
+ * Hits ÷ queries between the oldest sample within the window and now, from the engine's
+ * cumulative counts; the last rate seen while no prompt arrives; 0 before any.
+ */
+export class HitRateWindow {
+  private readonly samples: Array<{ t: number; queries: number; hits: number }> = []
+  private last = 0
+
+  constructor(private readonly windowMs: number) {}
+
+  add(t: number, queries: number, hits: number): number {
+    this.samples.push({ t, queries, hits })
+    while (this.samples.length > 2 && t - this.samples[1]!.t >= this.windowMs) this.samples.shift()
+    const oldest = this.samples[0]!
+    const dq = queries - oldest.queries
+    if (dq > 0) this.last = (hits - oldest.hits) / dq
+    else if (this.samples.length === 1 && queries > 0) this.last = hits / queries
+    return this.last
+  }
 }

@@ -87,7 +87,7 @@ export class ScriptedEngine implements EngineHandle {
   }
 
   stats(): EngineStats {
-    return { running: this.live.size, waiting: 0, maxBatch: 32, kvUsedFrac: 0.25, tokPerSec: 123, draining: this.draining }
+    return { running: this.live.size, waiting: 0, maxBatch: 32, kvUsedFrac: 0.25, tokPerSec: 123, prefillTokPerSec: 0, draining: this.draining }
   }
 
   drain(): Promise<void> {
