@@ -65,6 +65,21 @@ describe('prefix reuse in the scheduler', () => {
     expect(sched.prefix!.stats).toMatchObject({ queries: 12 + 11 + 5, hits: 8 })
   })
 
+  it('lets prompts that continue cached prefixes share a tick, their rests within the chunk', async () => {
+    const sched = new Scheduler(limits({ prefillChunkTokens: 8 }))
+    const runner = new ScriptedRunner({}, undefined, B)
+    const system = range(12)
+    sched.add(seq([...system, 21], 2))
+    await drive(sched, runner)
+    const [b, c, d] = [seq([...system, 22, 23], 2), seq([...system, 24, 25, 26], 2), seq([...system, 27, 28, 29, 30], 2)]
+    for (const s of [b, c, d]) sched.add(s)
+    const plans = await drive(sched, runner)
+    // 12 system tokens cached (3 blocks): rests of 2, 3 and 4 tokens; 2 + 3 fit a chunk of 8, the 4 waits.
+    const ticks = plans.filter((p) => p.prefill.length > 0).map((p) => p.prefill.map((x) => [x.seqId, x.tokens.length, x.start?.prefix?.length]))
+    expect(ticks).toEqual([[[b.seqId, 2, 3], [c.seqId, 3, 3]], [[d.seqId, 4, 3]]])
+    expect([b, c, d].map((s) => finishOf(s))).toMatchObject([{ reason: 'length' }, { reason: 'length' }, { reason: 'length' }])
+  })
+
   it('saves each complete block once, prompt and generated, the last ones in the plan that releases the sequence', async () => {
     const sched = new Scheduler(limits())
     const runner = new ScriptedRunner({}, undefined, B)

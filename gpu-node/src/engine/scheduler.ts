@@ -31,8 +31,8 @@ const NO_EVENTS: readonly RequestEvent[] = Object.freeze([])
  *   joins, so no row is ever left-padded: exact, at the cost of concurrency; with 'alone' (a
  *   graph whose rows depend on each other), only into an empty batch.
  * - with the prefix cache on, a sequence's longest cached block-aligned prefix is reused and
- *   only the rest is prefilled; such a sequence prefills alone in its tick (it continues a
- *   past, which the left-padded multi-prompt chunk cannot hold). The KV of every complete
+ *   only the rest is prefilled; such prompts share a tick only with each other (they continue
+ *   a past, which the left-padded multi-prompt chunk cannot hold), each run on its own. The KV of every complete
  *   block (prompt, then generated) is saved as it lands in the batch (StepPlan `save`).
  * The scheduler holds no model and calls no consumer: it returns a StepPlan, applies a
  * StepResult, and returns the events both produced (text, finish) as plain data.
@@ -202,6 +202,9 @@ export class Scheduler {
   private admitPrefill(nowMs: number): void {
     if (this.prefilling.length > 0) return
     let longest = 0
+    /** This tick's chunk: whole prompts left-padded into one run, or prompts continuing cached prefixes, each its own run. */
+    let kind: 'padded' | 'continued' | undefined
+    let continued = 0
     for (;;) {
       const next = this.queue.peek()
       if (!next) return
@@ -212,12 +215,15 @@ export class Scheduler {
         continue
       }
       if (!this.mayJoinBatch(next)) return
-      // A cached prefix is a past to continue: that prefill runs alone in its tick.
+      // A cached prefix is a past to continue, which the left-padded chunk cannot hold: such
+      // prompts share a tick only with each other, each run on its own, their rests within the chunk.
       const hit = this.prefixHit(next)
-      if (hit > 0 && this.prefilling.length > 0) return
       const len = next.tokens.length
+      const rest = len - hit * (this.prefix?.blockTokens ?? 0)
       const width = Math.max(longest, len)
-      if (this.prefilling.length > 0 && (this.prefilling.length + 1) * width > this.limits.prefillChunkTokens) return
+      if (hit > 0) {
+        if (kind === 'padded' || (kind === 'continued' && continued + rest > this.limits.prefillChunkTokens)) return
+      } else if (kind === 'continued' || (kind === 'padded' && (this.prefilling.length + 1) * width > this.limits.prefillChunkTokens)) return
       if (!this.fits(next)) return
       this.queue.shift()
       next.state = 'prefilling'
@@ -228,7 +234,9 @@ export class Scheduler {
       this.policy.admitted()
       this.hooks.onScheduled?.(next)
       longest = width
-      if (hit > 0 || len > this.limits.prefillChunkTokens) return
+      kind = hit > 0 ? 'continued' : 'padded'
+      continued += hit > 0 ? rest : 0
+      if ((hit > 0 ? rest : len) > this.limits.prefillChunkTokens) return
     }
   }
 

@@ -57,7 +57,10 @@ export class ModelStep {
     }
     if (plan.prefill.length > 0) {
       const t0 = performance.now()
-      const joins = plan.prefill.length === 1 ? await this.prefillOne(plan.prefill[0]) : await this.prefillMany(plan.prefill)
+      const joins =
+        plan.prefill.length === 1 ? await this.prefillOne(plan.prefill[0])
+        : plan.prefill.some((p) => p.start?.prefix?.length) ? await this.prefillEach(plan.prefill)
+        : await this.prefillMany(plan.prefill)
       this.batch.relayout(new Set(), joins)
       result.joined = { seqIds: joins.map((j) => j.seqId), tokens: joins.map((j) => j.nextToken) }
       result.prefillMs = performance.now() - t0
@@ -90,6 +93,16 @@ export class ModelStep {
     if (!p.last) return []
     this.prefilling.delete(p.seqId)
     return [state.join(p.seqId, this.samplerOf(p.seqId).sample(this.lastLogits(outputs, 0)))]
+  }
+
+  /** Whole prompts that continue cached prefixes: each its own B=1 run (their pasts differ). */
+  private async prefillEach(parts: PrefillPart[]): Promise<KvJoin[]> {
+    const joins: KvJoin[] = []
+    for (const p of parts) {
+      if (!p.start || !p.last) throw new Error('prompts continuing cached prefixes share a chunk only whole')
+      joins.push(...(await this.prefillOne(p)))
+    }
+    return joins
   }
 
   /**
