@@ -13,6 +13,8 @@ export interface LoadModelOptions {
   intraOpThreads?: number
   /** The scheduler's KV budget: the slot caches take spare rows and slots only inside it. */
   kvBudgetBytes: number
+  /** Put Optimum-layout graphs on the slot KV path where exact (open-session.ts; default on). */
+  slotKvEdit?: boolean
 }
 
 /** The model side, ready to run: what the engine drives and what the HTTP layer encodes with. */
@@ -40,6 +42,7 @@ export async function loadModel(opts: LoadModelOptions): Promise<LoadedModel> {
     executionProvider: opts.executionProvider,
     kvBudgetBytes: opts.kvBudgetBytes,
     ...(opts.intraOpThreads ? { intraOpThreads: opts.intraOpThreads } : {}),
+    ...(opts.slotKvEdit !== undefined ? { slotKvEdit: opts.slotKvEdit } : {}),
   })
   const encoder: PromptEncoder = {
     modelId: dir.modelId,

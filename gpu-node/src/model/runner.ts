@@ -1,4 +1,5 @@
 import type { SamplingParams } from '../../../shared/src/generation.ts'
+import type { KvPath } from './kv-path.ts'
 import type { ModelDir } from './model-dir.ts'
 
 /** Shapes the scheduler needs to budget KV and bound sequences. */
@@ -16,6 +17,8 @@ export interface ModelInfo {
   batching: Batching
   /** Why batching is not 'continuous', for the node's start-up log. */
   batchingWhy?: string
+  /** The KV interface the worker drives the graph through, and why (start-up log). */
+  kvPath?: KvPath
 }
 
 /**
@@ -39,6 +42,7 @@ export interface SessionShape extends KvShape {
   hasPositionIds: boolean
   /** The graph's operators that couple a batch's rows (graph-ops.ts batchCouplingOps). */
   couplingOps: string[]
+  kvPath?: KvPath
 }
 
 /** KV cache bytes per token per sequence: 2 (K and V) × layers × kv heads × head dim × 4 bytes. */
@@ -56,6 +60,7 @@ export function toModelInfo(dir: ModelDir, session: SessionShape): ModelInfo {
     kvBytesPerToken: kvBytesPerToken(kv),
     eosTokenIds: dir.eosTokenIds,
     ...batchingOf(session),
+    ...(session.kvPath ? { kvPath: session.kvPath } : {}),
   }
 }
 
