@@ -3,7 +3,9 @@
  * HF-faithful GPT-2 and Llama decoders with PyTorch's own torch.onnx.export under Optimum's
  * names (and a GPT-2 without position_ids, as older Optimum exports), plus PyTorch's own greedy
  * tokens. The node's engine (worker-thread ONNX Runtime runner, real scheduler) must give the
- * same tokens, each request alone and all batched together.
+ * same tokens, each request alone and all batched together. The graphs with position_ids run on
+ * the slot KV path, edited at load (gpu-node/src/model/slot-kv-edit.ts), and must give the same
+ * tokens on the unedited concat path too (SLOT_KV_EDIT=0); the position-less one stays on concat.
  *
  * Tie rule: where our token differs from PyTorch's at step k, PyTorch's top-2 logit margin at k
  * is checked; under TIE_LOGITS (two float32 implementations of the same maths differ by ~1e-5
@@ -22,12 +24,19 @@ import { GREEDY } from '../../shared/src/generation.ts'
 import { Engine } from '../../gpu-node/src/engine/engine.ts'
 import type { EngineRequest } from '../../gpu-node/src/engine/types.ts'
 import { loadModel } from '../../gpu-node/src/model/load-model.ts'
+import type { KvPath } from '../../gpu-node/src/model/kv-path.ts'
 import type { Batching, ModelInfo, ModelRunner, StepPlan, StepResult } from '../../gpu-node/src/model/runner.ts'
 import { generateText } from '../../gpu-node/test/support/generate-text.ts'
 
 const PYTHON = '/usr/bin/python3'
 const TIE_LOGITS = 1e-3
 const VARIANTS = ['gpt2', 'gpt2-derived-positions', 'llama'] as const
+/** The KV path each variant must load on (the edit needs position_ids). */
+const KV_PATHS: Record<(typeof VARIANTS)[number], Pick<KvPath, 'kvCache' | 'edited'>> = {
+  gpt2: { kvCache: 'slots', edited: true },
+  'gpt2-derived-positions': { kvCache: 'concat', edited: false },
+  llama: { kvCache: 'slots', edited: true },
+}
 
 interface Reference {
   new_tokens: number
@@ -84,8 +93,9 @@ class RecordingRunner implements ModelRunner {
   }
 }
 
-async function run(variant: string, together: boolean, batching?: Batching): Promise<number[][]> {
-  const { runner, tokenizer } = await loadModel({ intraOpThreads: 1, modelDir: join(root, variant), executionProvider: 'cpu', kvBudgetBytes: 256 * 1024 * 1024 })
+async function run(variant: string, together: boolean, batching?: Batching, slotKvEdit = true): Promise<number[][]> {
+  const { runner, tokenizer } = await loadModel({ intraOpThreads: 1, modelDir: join(root, variant), executionProvider: 'cpu', kvBudgetBytes: 256 * 1024 * 1024, slotKvEdit })
+  lastKvPath = runner.info.kvPath
   const recording = new RecordingRunner(runner, batching)
   const engine = new Engine({ runner: recording, decoder: tokenizer, limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 256 * 1024 * 1024, prefillChunkTokens: 32 } })
   const req = (promptTokens: number[], i: number): EngineRequest => ({ id: `${variant}-${i}`, promptTokens, maxTokens: reference.new_tokens, stop: [], sampling: GREEDY, priority: 0, ignoreEos: true })
@@ -94,6 +104,9 @@ async function run(variant: string, together: boolean, batching?: Batching): Pro
   await engine.close()
   return reference.prompts.map((p) => recording.tokensFor(p))
 }
+
+/** The KV path the last run() loaded its graph on. */
+let lastKvPath: KvPath | undefined
 
 type Agreement = 'equal' | 'tie' | 'differs'
 
@@ -110,11 +123,19 @@ describe('graphs written by torch.onnx.export (HF-faithful modules, Optimum name
     describe(variant, () => {
       it("gives PyTorch's greedy tokens, each request alone", async () => {
         const ours = await run(variant, false)
+        expect(lastKvPath).toMatchObject(KV_PATHS[variant])
         expect(ours.map((t, i) => agreement(t, reference.variants[variant][i]!))).toEqual(reference.prompts.map(() => 'equal'))
       })
 
       it("gives PyTorch's greedy tokens with all 8 requests batched", async () => {
         const ours = await run(variant, true)
+        expect(lastKvPath).toMatchObject(KV_PATHS[variant])
+        expect(ours.map((t, i) => agreement(t, reference.variants[variant][i]!))).toEqual(reference.prompts.map(() => 'equal'))
+      })
+
+      it("gives PyTorch's greedy tokens batched on the unedited concat path (SLOT_KV_EDIT=0)", async () => {
+        const ours = await run(variant, true, undefined, false)
+        expect(lastKvPath).toMatchObject({ kvCache: 'concat', edited: false })
         expect(ours.map((t, i) => agreement(t, reference.variants[variant][i]!))).toEqual(reference.prompts.map(() => 'equal'))
       })
     })
