@@ -99,8 +99,10 @@ function matchLayer(i: number, kind: KvKind, inputs: Map<string, ValueInfo>, out
   if (past.dims?.length !== 4) return `${past.name} is not declared as a rank-4 tensor`
   if (past.elemType === undefined || present.elemType !== past.elemType) return `${present.name}'s element type is not ${past.name}'s`
   const pattern = `Concat(${past.name}, new) on the sequence axis`
+  // Walks are bounded by the node count: a malformed graph with a cycle must not hang the load.
+  let hops = producer.size
   let concat = producer.get(present.name)
-  while (concat && isDefaultDomain(concat) && PASS_THROUGH.has(concat.opType)) concat = producer.get(concat.inputs[0]!)
+  while (concat && isDefaultDomain(concat) && PASS_THROUGH.has(concat.opType) && hops-- > 0) concat = producer.get(concat.inputs[0]!)
   if (!concat || concat.opType !== 'Concat' || !isDefaultDomain(concat)) return `${present.name} is made by ${concat ? concat.opType : 'no node'}, not ${pattern}`
   const axis = concat.ints.get('axis')
   if (concat.inputs.length !== 2 || (axis !== 2n && axis !== -2n)) return `${present.name} is a Concat of ${concat.inputs.length} inputs on axis ${axis}, not ${pattern}`
@@ -108,7 +110,8 @@ function matchLayer(i: number, kind: KvKind, inputs: Map<string, ValueInfo>, out
   // Concat sets the type it concatenates in.
   let source = concat.inputs[0]!
   let concatType: number | undefined
-  for (let p = producer.get(source); p && isDefaultDomain(p) && PASS_THROUGH.has(p.opType); p = producer.get(source)) {
+  hops = producer.size
+  for (let p = producer.get(source); p && isDefaultDomain(p) && PASS_THROUGH.has(p.opType) && hops-- > 0; p = producer.get(source)) {
     if (p.opType === 'Cast' && concatType === undefined) concatType = Number(p.ints.get('to'))
     source = p.inputs[0]!
   }
