@@ -10,7 +10,7 @@ import { loadModel, type LoadModelOptions, type ServedFiles } from './model/load
 import type { PromptEncoder } from './model/prompt-encoder.ts'
 import type { ModelInfo } from './model/runner.ts'
 
-export interface ComposeEngineOptions extends Omit<LoadModelOptions, 'kvBudgetBytes'> {
+export interface ComposeEngineOptions extends Omit<LoadModelOptions, 'kvBudgetBytes' | 'prefixBlockTokens'> {
   limits: EngineLimits
   observer?: EngineObserver
   /** Benchmarks only: the static-batching baseline. */
@@ -26,9 +26,10 @@ export interface ComposedEngine {
 
 export async function composeEngine(opts: ComposeEngineOptions): Promise<ComposedEngine> {
   const { limits, observer, policy, ...model } = opts
-  const { runner, tokenizer, encoder, served } = await loadModel({ ...model, kvBudgetBytes: limits.kvBudgetBytes })
+  const { runner, tokenizer, encoder, served } = await loadModel({ ...model, kvBudgetBytes: limits.kvBudgetBytes, ...(limits.prefixBlockTokens ? { prefixBlockTokens: limits.prefixBlockTokens } : {}) })
   const engine = new Engine({
     runner,
+    modelKey: encoder.modelId,
     decoder: tokenizer,
     limits,
     ...(observer ? { observer } : {}),

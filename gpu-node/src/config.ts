@@ -42,6 +42,9 @@ const EnvSchema = z.object({
   MAX_QUEUE: int(0).default(256),
   KV_BUDGET_MB: int(1).default(512),
   PREFILL_CHUNK: int(1).default(128),
+  /** The automatic prefix cache's own budget (0 turns it off), beside KV_BUDGET_MB. */
+  PREFIX_CACHE_MB: int(0).default(256),
+  PREFIX_BLOCK_TOKENS: int(1, 1024).default(16),
   EXECUTION_PROVIDER: z.enum(['cpu', 'cuda']).default('cpu'),
   /** 0 lets ONNX Runtime choose. */
   INTRA_OP_THREADS: int(0, 1024).default(0),
@@ -122,7 +125,7 @@ export function parseNodeConfig(env: Record<string, string | undefined>): NodeCo
     edgeSharedSecret: e.EDGE_SHARED_SECRET,
     allowUnsigned: e.ALLOW_UNSIGNED,
     upstash: e.UPSTASH_REDIS_REST_URL && e.UPSTASH_REDIS_REST_TOKEN ? { url: e.UPSTASH_REDIS_REST_URL, token: e.UPSTASH_REDIS_REST_TOKEN } : undefined,
-    limits: { maxBatch: e.MAX_BATCH, maxQueue: e.MAX_QUEUE, kvBudgetBytes: e.KV_BUDGET_MB * 1024 * 1024, prefillChunkTokens: e.PREFILL_CHUNK },
+    limits: { maxBatch: e.MAX_BATCH, maxQueue: e.MAX_QUEUE, kvBudgetBytes: e.KV_BUDGET_MB * 1024 * 1024, prefillChunkTokens: e.PREFILL_CHUNK, prefixCacheBytes: e.PREFIX_CACHE_MB * 1024 * 1024, prefixBlockTokens: e.PREFIX_BLOCK_TOKENS },
     executionProvider: e.EXECUTION_PROVIDER,
     intraOpThreads: e.INTRA_OP_THREADS,
     slotKvEdit: e.SLOT_KV_EDIT,

@@ -84,7 +84,7 @@ async function main(log: Logger): Promise<void> {
     exit: (code) => exitAfterFlush(code),
     log,
   })
-  log.info({ msg: 'ready', url, region: config.region, model, ...loaded.served, batching: loaded.info.batching, ...kvLog(loaded.info), nodeId: config.nodeId, pid: process.pid, registry: Boolean(heartbeat) })
+  log.info({ msg: 'ready', url, region: config.region, model, ...loaded.served, batching: loaded.info.batching, kvType: loaded.info.kvType, ...kvLog(loaded.info), nodeId: config.nodeId, pid: process.pid, registry: Boolean(heartbeat) })
 }
 
 /** The ready line's KV interface, whether the graph was edited at load to get it, and why (model/kv-path.ts). */

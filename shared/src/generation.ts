@@ -53,8 +53,13 @@ export const GREEDY: SamplingParams = { ...API_SAMPLING_DEFAULTS, temperature: 0
 export type FinishReason = 'stop' | 'length' | 'stop_sequence' | 'abort' | 'error'
 
 export interface Usage {
+  /** Every prompt token, cached or not. */
   promptTokens: number
   completionTokens: number
+  /** Of promptTokens, those whose KV came from the node's prefix cache (OpenAI cached_tokens, Anthropic cache_read_input_tokens). */
+  cachedTokens?: number
+  /** Of promptTokens, those this request wrote into the prefix cache (Anthropic cache_creation_input_tokens). */
+  cacheCreationTokens?: number
 }
 
 

@@ -10,12 +10,15 @@ writes OUT_DIR/<variant>/{model.onnx, config.json, generation_config.json, token
 tokenizer_config.json} and OUT_DIR/reference.json: per variant, per prompt, the greedy tokens
 and, at each step, the margin between PyTorch's top two logits (for the tie rule).
 Variants: gpt2 (with position_ids), gpt2-derived-positions (no position_ids input, positions
-from the past length as older Optimum GPT-2 exports), llama (RoPE, RMSNorm, SwiGLU, GQA), and
+from the past length as older Optimum GPT-2 exports), llama (RoPE, RMSNorm, SwiGLU, GQA);
+gpt2-fp16 and llama-fp16 (converted to float16 as onnx-community's model_fp16.onnx); llama-q4
+(4-bit MatMulNBits, float32 KV, as model_q4.onnx) and llama-q4f16 (the same, float16); and
 gpt2-int8-dynamic: the gpt2 export with every weight MatMul rewritten the way ONNX Runtime's
 quantize_dynamic writes it (onnx-community's model_quantized.onnx): int8 weights,
 DynamicQuantizeLinear on the activations, MatMulInteger. It has no PyTorch tokens (PyTorch does
 not run that graph); the test checks it loads, generates, and batches exactly.
 """
+import copy
 import json
 import math
 import os
@@ -288,6 +291,81 @@ def quantize_dynamic(src, dst):
     onnx.save(model, dst)
 
 
+Q4_BLOCK = 32
+
+
+def quantize_nbits(src, dst):
+    """Every MatMul by a 2-D weight [K, N] becomes com.microsoft MatMulNBits, as ONNX Runtime's
+    MatMul4BitsQuantizer writes onnx-community's model_q4.onnx: 4-bit, block 32 along K,
+    asymmetric (a uint8 zero point per block, packed two per byte). B is [N, K/32, 16] uint8, two
+    4-bit values per byte, low nibble first; scales [N · K/32]. Returns, per original weight's
+    bytes, the dequantized weight (q − zp) · scale the graph computes with."""
+    model = onnx.load(src)
+    g = model.graph
+    weights = {t.name: t for t in g.initializer}
+    nodes, dequantized = [], {}
+    for n in g.node:
+        w = numpy_helper.to_array(weights[n.input[1]]) if n.op_type == 'MatMul' and n.input[1] in weights else None
+        if w is None or w.ndim != 2 or w.shape[0] % Q4_BLOCK != 0:
+            nodes.append(n)
+            continue
+        k, nn_ = w.shape
+        blocks = w.T.reshape(nn_, k // Q4_BLOCK, Q4_BLOCK).astype(np.float32)
+        lo = np.minimum(blocks.min(axis=2), 0)
+        hi = np.maximum(blocks.max(axis=2), 0)
+        scale = ((hi - lo) / 15).astype(np.float32)
+        scale[scale == 0] = 1
+        zp = np.clip(np.round(-lo / scale), 0, 15).astype(np.uint8)
+        q = np.clip(np.round(blocks / scale[:, :, None]) + zp[:, :, None], 0, 15).astype(np.uint8)
+        dequantized[w.astype(np.float32).tobytes()] = ((q.astype(np.float32) - zp[:, :, None]) * scale[:, :, None]).reshape(nn_, k).T.copy()
+        packed = (q[:, :, 0::2] | (q[:, :, 1::2] << 4)).astype(np.uint8)
+        zpad = np.concatenate([zp, np.zeros((nn_, zp.shape[1] % 2), np.uint8)], axis=1)
+        zpacked = (zpad[:, 0::2] | (zpad[:, 1::2] << 4)).astype(np.uint8).reshape(-1)
+        p = f'{n.output[0]}_q4'
+        g.initializer.extend([
+            numpy_helper.from_array(packed, f'{p}.weight'),
+            numpy_helper.from_array(scale.reshape(-1), f'{p}.scales'),
+            numpy_helper.from_array(zpacked, f'{p}.zero_points'),
+        ])
+        nodes.append(helper.make_node('MatMulNBits', [n.input[0], f'{p}.weight', f'{p}.scales', f'{p}.zero_points'], [n.output[0]], domain='com.microsoft', K=k, N=nn_, bits=4, block_size=Q4_BLOCK))
+    del g.node[:]
+    g.node.extend(nodes)
+    used = {i for n in g.node for i in n.input}
+    kept = [t for t in g.initializer if t.name in used]
+    del g.initializer[:]
+    g.initializer.extend(kept)
+    model.opset_import.extend([helper.make_opsetid('com.microsoft', 1)])
+    onnx.save(model, dst)
+    return dequantized
+
+
+def to_float16(src, dst):
+    """The fp32 graph as an fp16 export (onnx-community's model_fp16.onnx, onnxconverter-common's
+    convert_float_to_float16 without keep_io_types): every float tensor becomes float16 —
+    weights, constants, casts, the graph's inputs and outputs (so past/present KV and logits are
+    float16). Values beyond float16's range clip to ±65504, as HF's fp16 masks use finfo(fp16).min."""
+    model = onnx.load(src)
+    g = model.graph
+    f16 = lambda a: np.clip(a, -65504, 65504).astype(np.float16)
+
+    def convert_tensor(t):
+        if t.data_type == TensorProto.FLOAT:
+            t.CopyFrom(numpy_helper.from_array(f16(numpy_helper.to_array(t)), t.name))
+
+    for t in g.initializer:
+        convert_tensor(t)
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                convert_tensor(a.t)
+            if n.op_type == 'Cast' and a.name == 'to' and a.i == TensorProto.FLOAT:
+                a.i = TensorProto.FLOAT16
+    for v in list(g.input) + list(g.output) + list(g.value_info):
+        if v.type.tensor_type.elem_type == TensorProto.FLOAT:
+            v.type.tensor_type.elem_type = TensorProto.FLOAT16
+    onnx.save(model, dst)
+
+
 def config_json(variant):
     if variant == 'llama':
         return {'architectures': ['LlamaForCausalLM'], 'model_type': 'llama', 'vocab_size': VOCAB, 'hidden_size': D, 'intermediate_size': INTER, 'num_hidden_layers': LAYERS, 'num_attention_heads': HEADS, 'num_key_value_heads': KV_HEADS, 'max_position_embeddings': MAX_POS, 'rms_norm_eps': 1e-6, 'rope_theta': 10000.0, 'hidden_act': 'silu', 'tie_word_embeddings': False, 'torch_dtype': 'float32'}
@@ -301,7 +379,7 @@ def greedy(model, variant, prompt):
     past = [torch.zeros(1, kv_heads(variant), 0, hd) for _ in range(2 * LAYERS)]
     ids = torch.tensor([prompt], dtype=torch.long)
     total = 0
-    tokens, margins = [], []
+    tokens, margins, tops = [], [], []
     for _ in range(NEW_TOKENS):
         s = ids.shape[1]
         pos = torch.arange(total, total + s, dtype=torch.long).unsqueeze(0)
@@ -311,34 +389,84 @@ def greedy(model, variant, prompt):
         top = torch.topk(last, 2)
         tokens.append(int(top.indices[0]))
         margins.append(float(top.values[0] - top.values[1]))
+        tops.append(float(top.values[0]))
         total += s
         ids = torch.tensor([[tokens[-1]]], dtype=torch.long)
-    return tokens, margins
+    return tokens, margins, tops
+
+
+def round_to_float16(model):
+    """The fp16 variants' PyTorch side: the same weights rounded to float16, computed in float32
+    (PyTorch 1.13 has no float16 CPU kernels). The graph computes in float16, so their tokens
+    agree up to float16 noise (the tie rule in torch-export.test.ts)."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.half().float())
+
+
+def load_dequantized(model, dequantized):
+    """Gives the PyTorch module the weights a q4 graph computes with: each matrix whose exported
+    initializer (as is, or transposed: nn.Linear exports W^T) was quantized takes its dequantized
+    value. Matched by value: the random weights are unique."""
+    by_bytes = {k: v for k, v in dequantized.items()}
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() != 2:
+                continue
+            w = p.detach().numpy().astype(np.float32)
+            if w.tobytes() in by_bytes:
+                p.copy_(torch.from_numpy(by_bytes[w.tobytes()]))
+            elif np.ascontiguousarray(w.T).tobytes() in by_bytes:
+                p.copy_(torch.from_numpy(np.ascontiguousarray(by_bytes[np.ascontiguousarray(w.T).tobytes()].T)))
+
+
+def write_variant(out, tokenizer_dir, variant, family, model):
+    d = os.path.join(out, variant)
+    export(family, model, d)
+    with open(os.path.join(d, 'config.json'), 'w') as f:
+        json.dump(config_json(family), f)
+    with open(os.path.join(d, 'generation_config.json'), 'w') as f:
+        json.dump({'eos_token_id': []}, f)
+    for name in ('tokenizer.json', 'tokenizer_config.json'):
+        shutil.copy(os.path.join(tokenizer_dir, name), os.path.join(d, name))
+    return d
+
+
+def greedy_reference(model, family):
+    return [{'tokens': t, 'margins': m, 'tops': top} for t, m, top in (greedy(model, family, p) for p in PROMPTS)]
 
 
 def main():
     out, tokenizer_dir = sys.argv[1], sys.argv[2]
     torch.manual_seed(1234)
-    models = {'gpt2': Gpt2(False), 'gpt2-derived-positions': None, 'llama': Llama()}
-    for m in (models['gpt2'], models['llama']):
+    gpt2, llama = Gpt2(False), Llama()
+    for m in (gpt2, llama):
         init_weights(m)
+        m.eval()
     # The derived-positions export carries gpt2's very weights: only the position input differs.
-    derived = Gpt2(True)
-    derived.load_state_dict(models['gpt2'].state_dict())
-    models['gpt2-derived-positions'] = derived
+    derived = Gpt2(True).eval()
+    derived.load_state_dict(gpt2.state_dict())
     reference = {'new_tokens': NEW_TOKENS, 'prompts': PROMPTS, 'variants': {}}
-    for variant, model in models.items():
-        model.eval()
-        d = os.path.join(out, variant)
-        export(variant, model, d)
-        with open(os.path.join(d, 'config.json'), 'w') as f:
-            json.dump(config_json(variant), f)
-        with open(os.path.join(d, 'generation_config.json'), 'w') as f:
-            json.dump({'eos_token_id': []}, f)
-        for name in ('tokenizer.json', 'tokenizer_config.json'):
-            shutil.copy(os.path.join(tokenizer_dir, name), os.path.join(d, name))
-        runs = [greedy(model, variant, p) for p in PROMPTS]
-        reference['variants'][variant] = [{'tokens': t, 'margins': m} for t, m in runs]
+    for variant, family, model in (('gpt2', 'gpt2', gpt2), ('gpt2-derived-positions', 'gpt2-derived-positions', derived), ('llama', 'llama', llama)):
+        write_variant(out, tokenizer_dir, variant, family, model)
+        reference['variants'][variant] = greedy_reference(model, family)
+    # float16 exports: the fp32 export of fp16-rounded weights, converted as onnx-community's are.
+    for variant, family, source in (('gpt2-fp16', 'gpt2', gpt2), ('llama-fp16', 'llama', llama)):
+        model = copy.deepcopy(source)
+        round_to_float16(model)
+        d = write_variant(out, tokenizer_dir, variant, family, model)
+        to_float16(os.path.join(d, 'model.onnx'), os.path.join(d, 'model.onnx'))
+        reference['variants'][variant] = greedy_reference(model, family)
+    # q4: MatMulNBits over the llama export (fp32 KV), and the same graph converted to fp16 (q4f16).
+    q4 = copy.deepcopy(llama)
+    d = write_variant(out, tokenizer_dir, 'llama-q4', 'llama', q4)
+    load_dequantized(q4, quantize_nbits(os.path.join(d, 'model.onnx'), os.path.join(d, 'model.onnx')))
+    reference['variants']['llama-q4'] = greedy_reference(q4, 'llama')
+    shutil.copytree(d, os.path.join(out, 'llama-q4f16'))
+    to_float16(os.path.join(d, 'model.onnx'), os.path.join(out, 'llama-q4f16', 'model.onnx'))
+    q4f16 = copy.deepcopy(q4)
+    round_to_float16(q4f16)
+    reference['variants']['llama-q4f16'] = greedy_reference(q4f16, 'llama')
     quantized = os.path.join(out, 'gpt2-int8-dynamic')
     shutil.copytree(os.path.join(out, 'gpt2'), quantized)
     quantize_dynamic(os.path.join(out, 'gpt2', 'model.onnx'), os.path.join(quantized, 'model.onnx'))

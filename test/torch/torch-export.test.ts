@@ -7,11 +7,18 @@
  * the slot KV path, edited at load (gpu-node/src/model/slot-kv-edit.ts), and must give the same
  * tokens on the unedited concat path too (SLOT_KV_EDIT=0); the position-less one stays on concat.
  *
+ * Also float16 exports (the fp32 export converted as onnx-community's model_fp16.onnx are:
+ * float16 weights, KV and logits) and 4-bit ones (MatMulNBits, as model_q4.onnx, with float32 KV,
+ * and converted to float16 as model_q4f16.onnx). Their PyTorch side computes in float32 with the
+ * weights the graph holds (rounded to float16; dequantized from 4 bits).
+ *
  * Tie rule: where our token differs from PyTorch's at step k, PyTorch's top-2 logit margin at k
- * is checked; under TIE_LOGITS (two float32 implementations of the same maths differ by ~1e-5
- * here) the two argmaxes are a tie, and the rest of that sequence is not compared (it follows a
- * different, equally right, token). Any other difference fails. The exported models' margins
- * are ≥ 0.01, so in practice every sequence must match to its end.
+ * is checked; under the variant's float noise the two argmaxes are a tie, and the rest of that
+ * sequence is not compared (it follows a different, equally right, token). Any other difference
+ * fails. float32 graphs: 1e-3 (two float32 implementations of the same maths differ by ~1e-5
+ * here; the models' margins are ≥ 0.0025). float16 graphs round every intermediate to 11
+ * significant bits: 4 float16 ulps at the top logit's magnitude (0.03 for logits near 8; the one
+ * tie seen, llama-q4f16's prompt 4, had a margin of 0.0047 at a top logit of 7.3, about 1 ulp).
  *
  * Needs Debian's python3-torch and python3-onnx (`.ci/run` installs them).
  */
@@ -29,19 +36,35 @@ import type { Batching, ModelInfo, ModelRunner, StepPlan, StepResult } from '../
 import { generateText } from '../../gpu-node/test/support/generate-text.ts'
 
 const PYTHON = '/usr/bin/python3'
-const TIE_LOGITS = 1e-3
-const VARIANTS = ['gpt2', 'gpt2-derived-positions', 'llama'] as const
-/** The KV path each variant must load on (the edit needs position_ids). */
-const KV_PATHS: Record<(typeof VARIANTS)[number], Pick<KvPath, 'kvCache' | 'edited'>> = {
-  gpt2: { kvCache: 'slots', edited: true },
-  'gpt2-derived-positions': { kvCache: 'concat', edited: false },
-  llama: { kvCache: 'slots', edited: true },
+const TIE_FLOAT32 = 1e-3
+const FLOAT16_ULPS = 4
+/** Each variant and the KV/logits type its graph declares. */
+const VARIANTS = {
+  gpt2: 'float32',
+  'gpt2-derived-positions': 'float32',
+  llama: 'float32',
+  'gpt2-fp16': 'float16',
+  'llama-fp16': 'float16',
+  'llama-q4': 'float32',
+  'llama-q4f16': 'float16',
+} as const
+type Variant = keyof typeof VARIANTS
+
+/** The KV path a variant must load on: the slot KV edit needs position_ids. */
+const kvPathOf = (variant: Variant): Pick<KvPath, 'kvCache' | 'edited'> =>
+  variant === 'gpt2-derived-positions' ? { kvCache: 'concat', edited: false } : { kvCache: 'slots', edited: true }
+
+interface Greedy {
+  tokens: number[]
+  margins: number[]
+  /** PyTorch's top logit at each step (the float16 tie rule's scale). */
+  tops: number[]
 }
 
 interface Reference {
   new_tokens: number
   prompts: number[][]
-  variants: Record<(typeof VARIANTS)[number], Array<{ tokens: number[]; margins: number[] }>>
+  variants: Record<Variant, Greedy[]>
 }
 
 const root = mkdtempSync(join(tmpdir(), 'zerolayer-torch-'))
@@ -93,6 +116,9 @@ class RecordingRunner implements ModelRunner {
   }
 }
 
+/** The KV path the last run() loaded its graph on. */
+let lastKvPath: KvPath | undefined
+
 async function run(variant: string, together: boolean, batching?: Batching, slotKvEdit = true): Promise<number[][]> {
   const { runner, tokenizer } = await loadModel({ intraOpThreads: 1, modelDir: join(root, variant), executionProvider: 'cpu', kvBudgetBytes: 256 * 1024 * 1024, slotKvEdit })
   lastKvPath = runner.info.kvPath
@@ -105,45 +131,79 @@ async function run(variant: string, together: boolean, batching?: Batching, slot
   return reference.prompts.map((p) => recording.tokensFor(p))
 }
 
-/** The KV path the last run() loaded its graph on. */
-let lastKvPath: KvPath | undefined
-
 type Agreement = 'equal' | 'tie' | 'differs'
 
-function agreement(ours: number[], theirs: { tokens: number[]; margins: number[] }): Agreement {
+/** Float noise of a variant's logits near `top`: see the tie rule above. */
+function tieBound(variant: Variant, top: number): number {
+  if (VARIANTS[variant] === 'float32') return TIE_FLOAT32
+  return FLOAT16_ULPS * 2 ** (Math.floor(Math.log2(Math.max(Math.abs(top), 2 ** -14))) - 10)
+}
+
+function agreement(variant: Variant, ours: number[], theirs: Greedy): Agreement {
   for (let k = 0; k < theirs.tokens.length; k++) {
     if (ours[k] === theirs.tokens[k]) continue
-    return theirs.margins[k]! < TIE_LOGITS ? 'tie' : 'differs'
+    return theirs.margins[k]! < tieBound(variant, theirs.tops[k]!) ? 'tie' : 'differs'
   }
   return 'equal'
 }
 
+function agreements(variant: Variant, ours: number[][]): Agreement[] {
+  return ours.map((t, i) => agreement(variant, t, reference.variants[variant][i]!))
+}
+
+/** Every sequence equal to PyTorch's, or equal up to a tie ('tie' is as right as 'equal'). */
+function expectAgrees(variant: Variant, ours: number[][]): void {
+  expect(agreements(variant, ours).map((a) => (a === 'tie' ? 'equal' : a))).toEqual(reference.prompts.map(() => 'equal'))
+}
+
 describe('graphs written by torch.onnx.export (HF-faithful modules, Optimum names)', () => {
-  for (const variant of VARIANTS) {
+  for (const variant of Object.keys(VARIANTS) as Variant[]) {
     describe(variant, () => {
       it("gives PyTorch's greedy tokens, each request alone", async () => {
         const ours = await run(variant, false)
-        expect(lastKvPath).toMatchObject(KV_PATHS[variant])
-        expect(ours.map((t, i) => agreement(t, reference.variants[variant][i]!))).toEqual(reference.prompts.map(() => 'equal'))
+        expect(lastKvPath).toMatchObject(kvPathOf(variant))
+        expectAgrees(variant, ours)
       })
 
       it("gives PyTorch's greedy tokens with all 8 requests batched", async () => {
         const ours = await run(variant, true)
-        expect(lastKvPath).toMatchObject(KV_PATHS[variant])
-        expect(ours.map((t, i) => agreement(t, reference.variants[variant][i]!))).toEqual(reference.prompts.map(() => 'equal'))
+        expect(lastKvPath).toMatchObject(kvPathOf(variant))
+        expectAgrees(variant, ours)
       })
 
       it("gives PyTorch's greedy tokens batched on the unedited concat path (SLOT_KV_EDIT=0)", async () => {
         const ours = await run(variant, true, undefined, false)
         expect(lastKvPath).toMatchObject({ kvCache: 'concat', edited: false })
-        expect(ours.map((t, i) => agreement(t, reference.variants[variant][i]!))).toEqual(reference.prompts.map(() => 'equal'))
+        expectAgrees(variant, ours)
       })
     })
   }
 
   it('would catch a loader that batched the position-less graph continuously (control)', async () => {
-    const ours = await run('gpt2-derived-positions', true, 'continuous')
-    expect(ours.map((t, i) => agreement(t, reference.variants['gpt2-derived-positions'][i]!))).toContain('differs')
+    expect(agreements('gpt2-derived-positions', await run('gpt2-derived-positions', true, 'continuous'))).toContain('differs')
+  })
+})
+
+/**
+ * The float16 graphs hold float16 KV: half the bytes per token of the same model in float32,
+ * so the same KV budget holds twice the tokens.
+ */
+describe('the KV type the graph declares', () => {
+  it('is float16 for the float16 exports, at half the bytes per token, and float32 otherwise', async () => {
+    const infos = await Promise.all((Object.keys(VARIANTS) as Variant[]).map(async (variant) => {
+      const { runner } = await loadModel({ intraOpThreads: 1, modelDir: join(root, variant), executionProvider: 'cpu', kvBudgetBytes: 1 << 20 })
+      await runner.close()
+      return [variant, { kvType: runner.info.kvType, kvBytesPerToken: runner.info.kvBytesPerToken }] as const
+    }))
+    const f32 = 2 * 2 * 4 * 32 * 4 // K and V × 2 layers × 4 KV heads × head dim 32 × 4 bytes
+    expect(Object.fromEntries(infos)).toMatchObject({
+      gpt2: { kvType: 'float32', kvBytesPerToken: f32 },
+      'gpt2-fp16': { kvType: 'float16', kvBytesPerToken: f32 / 2 },
+      llama: { kvType: 'float32', kvBytesPerToken: f32 / 2 }, // 2 KV heads (GQA)
+      'llama-fp16': { kvType: 'float16', kvBytesPerToken: f32 / 4 },
+      'llama-q4': { kvType: 'float32' },
+      'llama-q4f16': { kvType: 'float16', kvBytesPerToken: f32 / 4 },
+    })
   })
 })
 

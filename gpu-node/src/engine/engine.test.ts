@@ -39,7 +39,7 @@ describe('Engine', () => {
     const { done, events } = run(engine, request('a', { maxTokens: 5 }))
     const out = await done
     expect(out.finish.reason).toBe('length')
-    expect(out.finish.usage).toEqual({ promptTokens: 3, completionTokens: 5 })
+    expect(out.finish.usage).toEqual({ promptTokens: 3, completionTokens: 5, cachedTokens: 0, cacheCreationTokens: 0 })
     expect(out.text).toHaveLength(5)
     expect(events.at(-1)?.type).toBe('finish')
     await engine.close()

@@ -2,6 +2,7 @@ import type { ModelRunner, StepPlan, StepResult } from '../model/runner.ts'
 import type { TokenDecoder } from './detokenizer.ts'
 import type { BatchingPolicy } from './batching-policy.ts'
 import { Scheduler } from './scheduler.ts'
+import type { PrefixCache } from './prefix-cache.ts'
 import { Sequence } from './sequence.ts'
 import { StepMetrics } from './step-metrics.ts'
 import type { EngineEvent, EngineHandle, EngineLimits, EngineObserver, EngineRequest, EngineStats, RequestEvent, SubmitResult } from './types.ts'
@@ -14,6 +15,8 @@ export interface EngineOptions {
   /** Continuous unless a benchmark asks for its static baseline. */
   policy?: BatchingPolicy
   now?: () => number
+  /** The model served: seeds the prefix cache's keys. */
+  modelKey?: string
 }
 
 /** What the engine keeps per admitted request: its sequence and where its events go. */
@@ -52,6 +55,7 @@ export class Engine implements EngineHandle {
         onPreempted: (seq) => opts.observer?.onPreempted?.(seq.req.id),
       },
       opts.policy,
+      opts.modelKey,
     )
     this.loopDone = this.loop()
   }
@@ -100,7 +104,13 @@ export class Engine implements EngineHandle {
       kvUsedFrac: Math.min(1, s.kvBytesNextStep() / s.limits.kvBudgetBytes),
       tokPerSec: this.metrics.tokPerSec(),
       draining: this.draining,
+      ...(s.prefix ? { prefixCache: this.prefixStats(s.prefix) } : {}),
     }
+  }
+
+  private prefixStats(cache: PrefixCache): NonNullable<EngineStats['prefixCache']> {
+    const blockBytes = cache.blockTokens * this.scheduler.limits.kvBytesPerToken
+    return { ...cache.stats, bytes: cache.blocks * blockBytes, capacityBytes: cache.capacityBlocks * blockBytes }
   }
 
   /**

@@ -2,7 +2,8 @@ import { continuousBatching, type BatchingPolicy } from './batching-policy.ts'
 import { AdmissionQueue } from './admission-queue.ts'
 import type { Sequence } from './sequence.ts'
 import type { EngineLimits, RequestEvent } from './types.ts'
-import type { Batching, PrefillPart, StepPlan, StepResult } from '../model/runner.ts'
+import type { Batching, BlockSave, PrefillPart, StepPlan, StepResult } from '../model/runner.ts'
+import { PrefixCache } from './prefix-cache.ts'
 
 export interface SchedulerLimits extends EngineLimits {
   /** KV bytes per token per sequence, from the model. */
@@ -29,6 +30,10 @@ const NO_EVENTS: readonly RequestEvent[] = Object.freeze([])
  *   sequence starts only into an empty batch or beside rows it will equal in length when it
  *   joins, so no row is ever left-padded: exact, at the cost of concurrency; with 'alone' (a
  *   graph whose rows depend on each other), only into an empty batch.
+ * - with the prefix cache on, a sequence's longest cached block-aligned prefix is reused and
+ *   only the rest is prefilled; such a sequence prefills alone in its tick (it continues a
+ *   past, which the left-padded multi-prompt chunk cannot hold). The KV of every complete
+ *   block (prompt, then generated) is saved as it lands in the batch (StepPlan `save`).
  * The scheduler holds no model and calls no consumer: it returns a StepPlan, applies a
  * StepResult, and returns the events both produced (text, finish) as plain data.
  */
@@ -42,13 +47,21 @@ export class Scheduler {
   /** Events produced since the engine last took them (cancels, deadline drops, step updates). */
   private outbox: RequestEvent[] = []
   private readonly bySeqId = new Map<number, Sequence>()
+  /** The automatic prefix cache's index; undefined when off. */
+  readonly prefix?: PrefixCache
+  private saves: BlockSave[] = []
 
   constructor(
     readonly limits: SchedulerLimits,
     private readonly hooks: { onScheduled?(seq: Sequence): void; onPreempted?(seq: Sequence): void } = {},
     private readonly policy: BatchingPolicy = continuousBatching(),
+    /** Seeds the prefix cache's keys: the model served. */
+    prefixRoot = '',
   ) {
     this.queue = new AdmissionQueue(limits.maxQueue)
+    const blockTokens = limits.prefixBlockTokens ?? 16
+    const capacity = Math.floor((limits.prefixCacheBytes ?? 0) / (blockTokens * limits.kvBytesPerToken))
+    if (capacity > 0) this.prefix = new PrefixCache(blockTokens, capacity, prefixRoot)
   }
 
   /** Queues a new request; false when the queue is full. */
@@ -59,7 +72,7 @@ export class Scheduler {
   }
 
   get hasWork(): boolean {
-    return this.running.length > 0 || this.prefilling.length > 0 || this.queue.length > 0 || this.releases.length > 0
+    return this.running.length > 0 || this.prefilling.length > 0 || this.queue.length > 0 || this.releases.length > 0 || this.saves.length > 0
   }
 
   /** Requests admitted and not finished. */
@@ -94,7 +107,9 @@ export class Scheduler {
     this.preemptToFitBudget()
     this.admitPrefill(nowMs)
     const plan: StepPlan = { release: this.releases, decode: this.running.length > 0, prefill: this.prefilling.map((seq) => this.prefillPart(seq)) }
+    if (this.saves.length > 0) plan.save = this.saves
     this.releases = []
+    this.saves = []
     return plan
   }
 
@@ -107,7 +122,10 @@ export class Scheduler {
     for (let i = 0; i < seqIds.length; i++) {
       const seq = this.bySeqId.get(seqIds[i])
       // A sequence cancelled while this step ran is already released; its token is dropped.
-      if (seq && seq.state === 'running' && seq.append(tokens[i], this.outbox)) this.retire(seq)
+      if (!seq || seq.state !== 'running') continue
+      seq.kvLen++
+      this.saveBlocks(seq)
+      if (seq.append(tokens[i], this.outbox)) this.retire(seq)
     }
     const joined = new Set(result.joined.seqIds)
     for (const part of plan.prefill) {
@@ -124,6 +142,8 @@ export class Scheduler {
       this.prefilling.splice(this.prefilling.indexOf(seq), 1)
       seq.state = 'running'
       this.running.push(seq)
+      seq.kvLen = seq.tokens.length
+      this.saveBlocks(seq)
       if (seq.append(result.joined.tokens[i], this.outbox)) this.retire(seq)
     }
     return this.takeEvents()
@@ -132,10 +152,45 @@ export class Scheduler {
   private prefillPart(seq: Sequence): PrefillPart {
     const tokens = seq.tokens.slice(seq.prefilled, seq.prefilled + this.limits.prefillChunkTokens)
     const part: PrefillPart = { seqId: seq.seqId, tokens, last: seq.prefilled + tokens.length === seq.tokens.length }
-    if (seq.prefilled === 0) {
+    if (seq.prefilled === seq.reused) {
       part.start = { sampling: seq.req.sampling, promptLen: seq.promptLen, banEos: seq.req.ignoreEos === true, tokens: seq.tokens.slice() }
+      if (seq.reused > 0) part.start.prefix = seq.blocks.map((b) => b.slot)
     }
     return part
+  }
+
+  /** Holds (and has the runner save, when new) each complete block of `seq`'s KV not yet held. */
+  private saveBlocks(seq: Sequence): void {
+    const cache = this.prefix
+    if (!cache) return
+    cache.extendChain(seq.chain, seq.tokens, seq.kvLen)
+    const b = cache.blockTokens
+    while (seq.blocks.length < seq.chain.length && (seq.blocks.length + 1) * b <= seq.kvLen) {
+      const k = seq.blocks.length
+      const held = cache.hold(seq.chain[k])
+      // Every block is held by running sequences: this one's are cached when some are released.
+      if (!held) return
+      seq.blocks.push(held.block)
+      if (!held.fresh) continue
+      this.saves.push({ seqId: seq.seqId, from: k * b, slot: held.block.slot })
+      if ((k + 1) * b <= seq.promptLen) seq.createdTokens += b
+    }
+  }
+
+  /** Cached blocks `seq` would reuse now (computing its chain as needed). */
+  private prefixHit(seq: Sequence): number {
+    if (!this.prefix) return 0
+    this.prefix.extendChain(seq.chain, seq.tokens, seq.tokens.length)
+    return this.prefix.peek(seq.chain, seq.tokens.length)
+  }
+
+  /** Takes `seq`'s cached prefix for its prefill (and counts the lookup). */
+  private reusePrefix(seq: Sequence): void {
+    if (!this.prefix) return
+    seq.blocks = this.prefix.acquire(seq.chain, seq.tokens.length)
+    seq.reused = seq.blocks.length * this.prefix.blockTokens
+    seq.prefilled = seq.reused
+    seq.cachedTokens ??= Math.min(seq.reused, seq.promptLen)
   }
 
   /**
@@ -157,6 +212,9 @@ export class Scheduler {
         continue
       }
       if (!this.mayJoinBatch(next)) return
+      // A cached prefix is a past to continue: that prefill runs alone in its tick.
+      const hit = this.prefixHit(next)
+      if (hit > 0 && this.prefilling.length > 0) return
       const len = next.tokens.length
       const width = Math.max(longest, len)
       if (this.prefilling.length > 0 && (this.prefilling.length + 1) * width > this.limits.prefillChunkTokens) return
@@ -164,11 +222,13 @@ export class Scheduler {
       this.queue.shift()
       next.state = 'prefilling'
       next.prefilled = 0
+      next.reused = 0
+      this.reusePrefix(next)
       this.prefilling.push(next)
       this.policy.admitted()
       this.hooks.onScheduled?.(next)
       longest = width
-      if (len > this.limits.prefillChunkTokens) return
+      if (hit > 0 || len > this.limits.prefillChunkTokens) return
     }
   }
 
@@ -216,8 +276,12 @@ export class Scheduler {
     this.bySeqId.delete(seq.seqId)
   }
 
-  /** Takes a sequence out of the batch (or prefill) and schedules its KV release. */
+  /** Takes a sequence out of the batch (or prefill) and schedules its KV release; its prefix blocks become evictable. */
   private evict(seq: Sequence): void {
+    if (this.prefix && seq.blocks.length > 0) {
+      this.prefix.release(seq.blocks)
+      seq.blocks = []
+    }
     const i = this.running.indexOf(seq)
     if (i !== -1) this.running.splice(i, 1)
     const p = this.prefilling.indexOf(seq)

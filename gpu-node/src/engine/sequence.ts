@@ -1,5 +1,6 @@
 import { IncrementalDetokenizer, type TokenDecoder } from './detokenizer.ts'
 import { StopChecker } from './stop-checker.ts'
+import type { CachedBlock } from './prefix-cache.ts'
 import type { EngineRequest, FinishReason, RequestEvent } from './types.ts'
 
 /** A request's life, in order. */
@@ -17,6 +18,18 @@ export class Sequence {
   readonly promptLen: number
   /** Tokens of `tokens` already in this sequence's KV (prefill progress). */
   prefilled = 0
+  /** Tokens whose KV the runner holds for this sequence (prompt at join, +1 per decode step). */
+  kvLen = 0
+  /** Prefix-cache keys of tokens' complete blocks, as far as computed (prefix-cache.ts). */
+  readonly chain: string[] = []
+  /** Prefix-cache blocks this sequence holds, in chain order: reused at admission, then saved. */
+  blocks: CachedBlock[] = []
+  /** Tokens reused from the prefix cache at the current admission (its prefill starts after them). */
+  reused = 0
+  /** Prompt tokens reused at the first admission: the usage's cachedTokens. */
+  cachedTokens?: number
+  /** Prompt tokens whose blocks this sequence saved first: the usage's cacheCreationTokens. */
+  createdTokens = 0
   readonly arrivalMs: number
   private readonly detok: IncrementalDetokenizer
   private readonly stopper: StopChecker
@@ -68,7 +81,7 @@ export class Sequence {
     out.push({ id: this.req.id, event: {
       type: 'finish',
       reason,
-      usage: { promptTokens: this.promptLen, completionTokens: this.generated },
+      usage: { promptTokens: this.promptLen, completionTokens: this.generated, cachedTokens: this.cachedTokens ?? 0, cacheCreationTokens: this.createdTokens },
       ...(stopSequence !== undefined ? { stopSequence } : {}),
       ...(errorCode ? { error: { code: errorCode } } : {}),
     } })

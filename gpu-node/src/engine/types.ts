@@ -5,6 +5,7 @@
  */
 
 import type { FinishReason, SamplingParams, Usage } from '../../../shared/src/generation.ts'
+import type { PrefixCacheStats } from './prefix-cache.ts'
 
 export type { FinishReason, SamplingParams, Usage }
 export { GREEDY } from '../../../shared/src/generation.ts'
@@ -22,6 +23,10 @@ export interface EngineLimits {
   kvBudgetBytes: number
   /** Tokens per prefill chunk: one long prompt's slice, or several short prompts padded to one width. */
   prefillChunkTokens: number
+  /** The automatic prefix cache's own KV budget, beside kvBudgetBytes; 0 or absent: off (prefix-cache.ts). */
+  prefixCacheBytes?: number
+  /** Tokens per prefix-cache block (default 16). */
+  prefixBlockTokens?: number
 }
 
 /** A generation request as the engine sees it: tokens in, stop rules, sampling. */
@@ -61,6 +66,8 @@ export interface EngineStats {
   /** Generated tokens per second over the last few seconds. */
   tokPerSec: number
   draining: boolean
+  /** The automatic prefix cache, when on: cumulative token counts, and what it holds now. */
+  prefixCache?: PrefixCacheStats & { bytes: number; capacityBytes: number }
 }
 
 export type SubmitResult = { ok: true } | { ok: false; code: 'overloaded'; retryAfterMs: number } | { ok: false; code: 'draining'; retryAfterMs: number }

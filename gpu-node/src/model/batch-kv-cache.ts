@@ -1,7 +1,9 @@
 import * as ort from 'onnxruntime-node'
 import type { SessionIo } from './session-io.ts'
+import { readBlock, writeBlocks, type KvBlock } from './kv-block.ts'
+import { kvArray, type KvArray, type KvType } from './tensor-dtype.ts'
 
-/** One layer's K and V, [rows, kvHeads, tokens, headDim] float32. */
+/** One layer's K and V, [rows, kvHeads, tokens, headDim] of the session's KV type. */
 export interface LayerKv {
   key: ort.Tensor
   value: ort.Tensor
@@ -18,6 +20,8 @@ export interface BatchCache {
   decodeFeeds(): Record<string, ort.Tensor>
   acceptDecode(outputs: ort.InferenceSession.ReturnType): void
   relayout(remove: ReadonlySet<number>, joins?: readonly KvJoin[]): void
+  /** A copy of row `seqId`'s KV for tokens [from, from + count) (a prefix-cache block). */
+  readBlock(seqId: number, from: number, count: number): KvBlock
 }
 
 /** One sequence's own B=1 cache between its prefill chunks (chunked prefill is exact). */
@@ -27,6 +31,8 @@ export interface PrefillCache {
   feeds(ids: BigInt64Array, s: number): Record<string, ort.Tensor>
   accept(outputs: ort.InferenceSession.ReturnType, s: number): void
   join(seqId: number, nextToken: number): KvJoin
+  /** Starts an empty cache from cached blocks: its first blocks.length × blockTokens tokens. */
+  startFrom(blocks: readonly KvBlock[], blockTokens: number): void
 }
 
 /** PrefillCache of a concat model: each chunk's presents are the next chunk's past. */
@@ -51,6 +57,16 @@ export class ConcatPrefill implements PrefillCache {
 
   join(seqId: number, nextToken: number): KvJoin {
     return { seqId, nextToken, len: this.len, layers: this.layers, row: 0 }
+  }
+
+  startFrom(blocks: readonly KvBlock[], blockTokens: number): void {
+    const { numKvHeads: h, headDim: d, kvType } = this.io
+    const n = blocks.length * blockTokens
+    const keys = this.layers.map(() => kvArray(kvType, h * n * d))
+    const values = this.layers.map(() => kvArray(kvType, h * n * d))
+    writeBlocks(this.io, blocks, blockTokens, keys, values, (head, t) => (head * n + t) * d)
+    this.layers = keys.map((k, i) => ({ key: new ort.Tensor(kvType, k, [1, h, n, d]), value: new ort.Tensor(kvType, values[i], [1, h, n, d]) }))
+    this.len = n
   }
 }
 
@@ -115,14 +131,14 @@ export class BatchKvCache implements BatchCache {
     const { numKvHeads: h, headDim: d } = this.io
     const rows = lens.length
     const relay = (old: ort.Tensor, joined: (j: KvJoin) => ort.Tensor): ort.Tensor => {
-      const dst = new Float32Array(rows * h * width * d)
-      const src = old.data as Float32Array
+      const dst = kvArray(this.io.kvType, rows * h * width * d)
+      const src = old.data as KvArray
       keep.forEach((r, to) => copyRow(src, r, this.width, dst, to, width, this.lens[r], h, d))
       joins.forEach((j, i) => {
         const t = joined(j)
-        copyRow(t.data as Float32Array, j.row, t.dims[2], dst, keep.length + i, width, j.len, h, d, j.start)
+        copyRow(t.data as KvArray, j.row, t.dims[2], dst, keep.length + i, width, j.len, h, d, j.start)
       })
-      return new ort.Tensor('float32', dst, [rows, h, width, d])
+      return new ort.Tensor(this.io.kvType, dst, [rows, h, width, d])
     }
     this.layers = this.layers.map((layer, i) => ({
       key: relay(layer.key, (j) => j.layers[i].key),
@@ -132,6 +148,16 @@ export class BatchKvCache implements BatchCache {
     this.nextTokens = [...keep.map((r) => this.nextTokens[r]), ...joins.map((j) => j.nextToken)]
     this.lens = lens
     this.width = width
+  }
+
+  readBlock(seqId: number, from: number, count: number): KvBlock {
+    const r = this.seqIds.indexOf(seqId)
+    if (r < 0) throw new Error(`no batch row for sequence ${seqId}`)
+    const { numKvHeads: h, headDim: d } = this.io
+    const width = this.width
+    const first = width - this.lens[r]
+    const data = (t: ort.Tensor) => t.data as KvArray
+    return readBlock(this.io, this.layers.map((l) => data(l.key)), this.layers.map((l) => data(l.value)), (head, t) => ((r * h + head) * width + first + t) * d, from, count)
   }
 
   /**
@@ -155,11 +181,11 @@ export class BatchKvCache implements BatchCache {
 function compactTensor(t: ort.Tensor, keep: number[]): ort.Tensor {
   const [, h, width, d] = t.dims as [number, number, number, number]
   const block = h * width * d
-  const data = t.data as Float32Array
+  const data = t.data as KvArray
   keep.forEach((from, to) => {
     if (from !== to) data.copyWithin(to * block, from * block, (from + 1) * block)
   })
-  return new ort.Tensor('float32', data.subarray(0, keep.length * block), [keep.length, h, keep.length === 0 ? 0 : width, d])
+  return new ort.Tensor(t.type as KvType, data.subarray(0, keep.length * block), [keep.length, h, keep.length === 0 ? 0 : width, d])
 }
 
 /** A sequence entering the batch: its first sampled token and its KV from prefill. */
@@ -176,7 +202,7 @@ export interface KvJoin {
 }
 
 /** Copies `len` columns of row `from` (width `fromWidth`; by default its last ones) into the right end of row `to`. */
-function copyRow(src: Float32Array, from: number, fromWidth: number, dst: Float32Array, to: number, toWidth: number, len: number, h: number, d: number, first = fromWidth - len): void {
+function copyRow(src: KvArray, from: number, fromWidth: number, dst: KvArray, to: number, toWidth: number, len: number, h: number, d: number, first = fromWidth - len): void {
   for (let head = 0; head < h; head++) {
     const s = ((from * h + head) * fromWidth + first) * d
     const t = ((to * h + head) * toWidth + (toWidth - len)) * d
@@ -187,8 +213,8 @@ function copyRow(src: Float32Array, from: number, fromWidth: number, dst: Float3
 export function emptyLayers(io: SessionIo, rows: number): LayerKv[] {
   const shape = [rows, io.numKvHeads, 0, io.headDim]
   return Array.from({ length: io.numLayers }, () => ({
-    key: new ort.Tensor('float32', new Float32Array(0), shape),
-    value: new ort.Tensor('float32', new Float32Array(0), shape),
+    key: new ort.Tensor(io.kvType, kvArray(io.kvType, 0), shape),
+    value: new ort.Tensor(io.kvType, kvArray(io.kvType, 0), shape),
   }))
 }
 

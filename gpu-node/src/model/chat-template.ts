@@ -35,12 +35,7 @@ export class ChatTemplate {
     } catch (e) {
       throw new ModelDirError(source === CHAT_TEMPLATE_FILE ? CHAT_TEMPLATE_FILE : 'tokenizer_config.json', `chat_template does not compile: ${(e as Error).message}`)
     }
-    this.specials = {}
-    for (const name of ['bos_token', 'eos_token', 'unk_token', 'pad_token']) {
-      const v = dir.tokenizerConfig[name]
-      const text = typeof v === 'string' ? v : v && typeof v === 'object' && 'content' in v ? String((v as { content: unknown }).content) : undefined
-      if (text !== undefined) this.specials[name] = text
-    }
+    this.specials = dir.specials.tokens
   }
 
   /**

@@ -15,6 +15,8 @@ export interface LoadModelOptions {
   kvBudgetBytes: number
   /** Put Optimum-layout graphs on the slot KV path where exact (open-session.ts; default on). */
   slotKvEdit?: boolean
+  /** Tokens per prefix-cache block (the engine's limits.prefixBlockTokens). */
+  prefixBlockTokens?: number
 }
 
 /** The model side, ready to run: what the engine drives and what the HTTP layer encodes with. */
@@ -41,6 +43,7 @@ export async function loadModel(opts: LoadModelOptions): Promise<LoadedModel> {
   const runner = await OnnxRunner.start(dir, {
     executionProvider: opts.executionProvider,
     kvBudgetBytes: opts.kvBudgetBytes,
+    ...(opts.prefixBlockTokens ? { prefixBlockTokens: opts.prefixBlockTokens } : {}),
     ...(opts.intraOpThreads ? { intraOpThreads: opts.intraOpThreads } : {}),
     ...(opts.slotKvEdit !== undefined ? { slotKvEdit: opts.slotKvEdit } : {}),
   })

@@ -64,6 +64,8 @@ export interface ModelDir {
   config: ModelConfig
   tokenizerJson: Record<string, unknown>
   tokenizerConfig: Record<string, unknown>
+  /** tokenizer_config.json's special tokens and whether plain text gets BOS/EOS (tokenizer.ts). */
+  specials: TokenizerSpecials
   /** generation_config.json's defaults for what a request leaves unset. */
   generationDefaults: GenerationDefaults
   /** `chat_template.jinja` (newer transformers save the template there), when present. */
@@ -72,6 +74,38 @@ export interface ModelDir {
 }
 
 const positiveInt = z.number().int().positive()
+
+export const SPECIAL_TOKEN_NAMES = ['bos_token', 'eos_token', 'unk_token', 'pad_token'] as const
+export type SpecialTokenName = (typeof SPECIAL_TOKEN_NAMES)[number]
+
+/** A special token as tokenizer_config.json writes it: its text, or an AddedToken object. */
+const SpecialToken = z
+  .union([z.string(), z.object({ content: z.string() }).loose()])
+  .nullish()
+  .transform((v) => (v === null || v === undefined ? undefined : typeof v === 'string' ? v : v.content))
+
+/**
+ * What tokenizer_config.json says beyond tokenizer.json: the special tokens' texts (chat
+ * templates use them, e.g. `{{ bos_token }}`) and `add_bos_token` / `add_eos_token`, which
+ * transformers applies over tokenizer.json's post-processor when they are declared.
+ */
+const TokenizerSpecialsSchema = z
+  .object({
+    bos_token: SpecialToken,
+    eos_token: SpecialToken,
+    unk_token: SpecialToken,
+    pad_token: SpecialToken,
+    add_bos_token: z.boolean().nullish(),
+    add_eos_token: z.boolean().nullish(),
+  })
+  .loose()
+  .transform((c) => ({
+    tokens: Object.fromEntries(SPECIAL_TOKEN_NAMES.flatMap((n) => (c[n] === undefined ? [] : [[n, c[n]]]))) as Partial<Record<SpecialTokenName, string>>,
+    ...(typeof c.add_bos_token === 'boolean' ? { addBos: c.add_bos_token } : {}),
+    ...(typeof c.add_eos_token === 'boolean' ? { addEos: c.add_eos_token } : {}),
+  }))
+
+export type TokenizerSpecials = z.infer<typeof TokenizerSpecialsSchema>
 
 /** GPT-2 and Llama/Qwen2 families name the same numbers differently. */
 const HfConfig = z
@@ -135,6 +169,7 @@ export function readModelDir(path: string, modelFile?: string): ModelDir {
   const config = toModelConfig(rawConfig)
   const tokenizerJson = parseWith(path, 'tokenizer.json', z.object({ model: z.object({ type: z.string() }).loose() }).loose())
   const tokenizerConfig = parseWith(path, 'tokenizer_config.json', z.object({}).loose())
+  const specials = parseWith(path, 'tokenizer_config.json', TokenizerSpecialsSchema)
   const generation = existsSync(join(path, 'generation_config.json')) ? parseWith(path, 'generation_config.json', GenerationConfig) : {}
   const generationDefaults = toGenerationDefaults(generation)
   const eos = generation.eos_token_id ?? rawConfig.eos_token_id
@@ -142,7 +177,7 @@ export function readModelDir(path: string, modelFile?: string): ModelDir {
   const modelId = path.replace(/\/+$/, '').split('/').pop() || 'model'
   const jinjaPath = join(path, CHAT_TEMPLATE_FILE)
   const chatTemplateJinja = existsSync(jinjaPath) ? readFileSync(jinjaPath, 'utf8') : undefined
-  return { path, onnxPath, onnxFile, modelId, config, tokenizerJson, tokenizerConfig, generationDefaults, ...(chatTemplateJinja !== undefined ? { chatTemplateJinja } : {}), eosTokenIds }
+  return { path, onnxPath, onnxFile, modelId, config, tokenizerJson, tokenizerConfig, specials, generationDefaults, ...(chatTemplateJinja !== undefined ? { chatTemplateJinja } : {}), eosTokenIds }
 }
 
 function toModelConfig(c: z.infer<typeof HfConfig>): ModelConfig {

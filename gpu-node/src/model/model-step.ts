@@ -5,6 +5,8 @@ import { BatchKvCache, ConcatPrefill, emptyLayers, modelFeeds, presentsOf, type 
 import type { SessionIo } from './session-io.ts'
 import type { PrefillPart, StepPlan, StepResult } from './runner.ts'
 import { SlotKvCache } from './slot-kv-cache.ts'
+import { floatsOf } from './tensor-dtype.ts'
+import type { KvBlock } from './kv-block.ts'
 
 /**
  * Executes StepPlans against an ONNX Runtime session: the batch cache, the prefill caches and
@@ -16,6 +18,9 @@ export class ModelStep {
   private readonly prefilling = new Map<number, PrefillCache>()
   private readonly samplers = new Map<number, SequenceSampler>()
   private readonly kvBudgetBytes: number
+  /** The prefix cache's blocks by slot (the engine's prefix-cache.ts decides which). */
+  private readonly blocks = new Map<number, KvBlock>()
+  private readonly prefixBlockTokens: number
 
   constructor(
     private readonly session: ort.InferenceSession,
@@ -26,13 +31,18 @@ export class ModelStep {
       batch?: BatchCache
       /** The scheduler's KV budget: slot caches take spare rows and slots only inside it. */
       kvBudgetBytes?: number
+      /** Tokens per prefix-cache block (the engine's PREFIX_BLOCK_TOKENS). */
+      prefixBlockTokens?: number
     } = {},
   ) {
     this.kvBudgetBytes = opts.kvBudgetBytes ?? Infinity
+    this.prefixBlockTokens = opts.prefixBlockTokens ?? 16
     this.batch = this.bounded(opts.batch ?? (io.kvCache === 'slots' ? new SlotKvCache(io) : new BatchKvCache(io)))
   }
 
   async run(plan: StepPlan): Promise<StepResult> {
+    // Before any release: a finishing sequence's last blocks are saved from its row.
+    for (const s of plan.save ?? []) this.blocks.set(s.slot, this.batch.readBlock(s.seqId, s.from, this.prefixBlockTokens))
     const released = new Set(plan.release)
     for (const id of released) {
       this.prefilling.delete(id)
@@ -87,7 +97,7 @@ export class ModelStep {
    * empty past: the K/V outputs of both interfaces are then [k, kvHeads, width, headDim].
    */
   private async prefillMany(parts: PrefillPart[]): Promise<KvJoin[]> {
-    for (const p of parts) if (!p.start || !p.last) throw new Error('a multi-prompt prefill chunk takes whole prompts only')
+    for (const p of parts) if (!p.start || !p.last || p.start.prefix?.length) throw new Error('a multi-prompt prefill chunk takes whole prompts only, none from the prefix cache')
     parts.forEach((p) => this.begin(p))
     const k = parts.length
     const width = parts.reduce((m, p) => Math.max(m, p.tokens.length), 0)
@@ -114,7 +124,15 @@ export class ModelStep {
   private begin(p: PrefillPart): void {
     const start = p.start!
     this.samplers.set(p.seqId, new SequenceSampler(start.sampling, start.tokens, start.promptLen, start.banEos ? this.eosTokenIds : []))
-    this.prefilling.set(p.seqId, this.bounded(this.io.kvCache === 'slots' ? SlotKvCache.forSequence(this.io, p.seqId) : new ConcatPrefill(this.io)))
+    const cache = this.bounded(this.io.kvCache === 'slots' ? SlotKvCache.forSequence(this.io, p.seqId) : new ConcatPrefill(this.io))
+    if (start.prefix?.length) {
+      cache.startFrom(start.prefix.map((slot) => {
+        const block = this.blocks.get(slot)
+        if (!block) throw new Error(`prefix-cache slot ${slot} was never saved`)
+        return block
+      }), this.prefixBlockTokens)
+    }
+    this.prefilling.set(p.seqId, cache)
   }
 
   /**
@@ -135,13 +153,14 @@ export class ModelStep {
   /**
    * Row `row`'s logits at its last position (with left padding, the last column for every row),
    * indexed by the tensor's own shape: an export whose logits are wider than config.json's
-   * vocab_size (a padded vocabulary) must not shift the rows after the first.
+   * vocab_size (a padded vocabulary) must not shift the rows after the first. float16 logits are
+   * widened exactly (tensor-dtype.ts), so they are sampled as the same values in float32.
    */
   private lastLogits(outputs: ort.InferenceSession.ReturnType, row: number): Float32Array {
     const t = outputs.logits as ort.Tensor
     const [, positions, v] = t.dims
     const at = (row * positions + positions - 1) * v
-    return (t.data as Float32Array).subarray(at, at + v)
+    return floatsOf(t, at, v)
   }
 
   private samplerOf(seqId: number): SequenceSampler {

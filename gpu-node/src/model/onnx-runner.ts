@@ -10,6 +10,7 @@ export interface OnnxRunnerOptions {
   kvBudgetBytes?: number
   /** Put Optimum-layout graphs on the slot KV path where exact (open-session.ts; default on). */
   slotKvEdit?: boolean
+  prefixBlockTokens?: number
 }
 
 /**
@@ -50,6 +51,7 @@ export class OnnxRunner implements ModelRunner {
       ...(opts.intraOpThreads ? { intraOpThreads: opts.intraOpThreads } : {}),
       ...(opts.kvBudgetBytes ? { kvBudgetBytes: opts.kvBudgetBytes } : {}),
       ...(opts.slotKvEdit !== undefined ? { slotKvEdit: opts.slotKvEdit } : {}),
+      ...(opts.prefixBlockTokens ? { prefixBlockTokens: opts.prefixBlockTokens } : {}),
     }
     const worker = spawnTsWorker(new URL('./runner-worker.ts', import.meta.url), init)
     const kv = await new Promise<SessionShape>((resolve, reject) => {

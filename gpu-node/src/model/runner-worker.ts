@@ -22,6 +22,8 @@ export interface RunnerWorkerInit {
   kvBudgetBytes?: number
   /** Put Optimum-layout graphs on the slot KV path where exact (open-session.ts; default on). */
   slotKvEdit?: boolean
+  /** Tokens per prefix-cache block. */
+  prefixBlockTokens?: number
 }
 
 type Inbound = { type: 'step'; id: number; plan: StepPlan }
@@ -40,8 +42,8 @@ async function start(init: RunnerWorkerInit): Promise<void> {
         throw new Error(`model directory: ${init.onnxFile}: ONNX Runtime could not load it (${init.executionProvider} provider): ${e.message}`)
       })
     const io = readSessionIo(session, init.config, init.onnxFile)
-    step = new ModelStep(session, io, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes })
-    const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, hasPositionIds: io.hasPositionIds, couplingOps: batchCouplingOps(init.onnxPath), kvPath }
+    step = new ModelStep(session, io, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes, prefixBlockTokens: init.prefixBlockTokens })
+    const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, kvType: io.kvType, hasPositionIds: io.hasPositionIds, couplingOps: batchCouplingOps(init.onnxPath), kvPath }
     port.postMessage({ type: 'ready', io: shape })
   } catch (e) {
     port.postMessage({ type: 'fatal', message: (e as Error).message })

@@ -1,6 +1,7 @@
 import type { SamplingParams } from '../../../shared/src/generation.ts'
 import type { KvPath } from './kv-path.ts'
 import type { ModelDir } from './model-dir.ts'
+import { bytesPerElement, type KvType } from './tensor-dtype.ts'
 
 /** Shapes the scheduler needs to budget KV and bound sequences. */
 export interface ModelInfo {
@@ -10,8 +11,9 @@ export interface ModelInfo {
   headDim: number
   /** Max prompt + generated tokens per sequence. */
   contextLength: number
-  /** KV cache bytes per token per sequence: 2 (K and V) × layers × kv heads × head dim × 4 bytes. */
+  /** KV cache bytes per token per sequence: 2 (K and V) × layers × kv heads × head dim × the KV type's bytes. */
   kvBytesPerToken: number
+  kvType: KvType
   eosTokenIds: number[]
   /** Which rows may share a batch without changing a token (see Batching). */
   batching: Batching
@@ -35,6 +37,7 @@ export interface KvShape {
   numLayers: number
   numKvHeads: number
   headDim: number
+  kvType: KvType
 }
 
 /** What the worker reports of the loaded session: its KV shape, whether it takes positions, and the batch-coupling operators it uses. */
@@ -45,14 +48,14 @@ export interface SessionShape extends KvShape {
   kvPath?: KvPath
 }
 
-/** KV cache bytes per token per sequence: 2 (K and V) × layers × kv heads × head dim × 4 bytes. */
+/** KV cache bytes per token per sequence: 2 (K and V) × layers × kv heads × head dim × the KV type's bytes (float16: half of float32's). */
 export function kvBytesPerToken(kv: KvShape): number {
-  return 2 * kv.numLayers * kv.numKvHeads * kv.headDim * Float32Array.BYTES_PER_ELEMENT
+  return 2 * kv.numLayers * kv.numKvHeads * kv.headDim * bytesPerElement(kv.kvType)
 }
 
 export function toModelInfo(dir: ModelDir, session: SessionShape): ModelInfo {
-  const { numLayers, numKvHeads, headDim } = session
-  const kv = { numLayers, numKvHeads, headDim }
+  const { numLayers, numKvHeads, headDim, kvType } = session
+  const kv = { numLayers, numKvHeads, headDim, kvType }
   return {
     vocabSize: dir.config.vocabSize,
     ...kv,
@@ -81,6 +84,18 @@ export interface SequenceStart {
   promptLen: number
   /** Never sample EOS (benchmarks that need a fixed length). */
   banEos: boolean
+  /**
+   * Prefix-cache slots (in order) whose saved KV is the sequence's first prefix.length ×
+   * prefixBlockTokens tokens: its prefill starts from them and computes only the rest.
+   */
+  prefix?: number[]
+}
+
+/** Copies a batch row's KV for tokens [from, from + prefixBlockTokens) into a prefix-cache slot. */
+export interface BlockSave {
+  seqId: number
+  from: number
+  slot: number
 }
 
 /** One sequence's share of a prefill chunk. */
@@ -94,13 +109,15 @@ export interface PrefillPart {
 }
 
 /**
- * One scheduler tick, as plain data. Applied in this order by the runner:
+ * One scheduler tick, as plain data. Applied in this order by the runner: `save` (prefix-cache
+ * blocks out of the batch rows, before any row is released) →
  * `release` (drop KV and sampler state) → one decode step over every batch row →
  * the prefill chunk. A chunk is either one part of one sequence's prompt (long prompts, split
  * over ticks) or several whole short prompts run as one left-padded batch; every part that is
  * `last` gets its first token sampled and joins the batch.
  */
 export interface StepPlan {
+  save?: BlockSave[]
   release: number[]
   decode: boolean
   prefill: PrefillPart[]

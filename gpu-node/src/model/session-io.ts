@@ -1,5 +1,6 @@
 import type * as ort from 'onnxruntime-node'
 import type { ModelConfig } from './model-dir.ts'
+import { isKvType, type KvType } from './tensor-dtype.ts'
 
 /**
  * What an Optimum-style decoder session expects, read from the session itself rather than
@@ -11,6 +12,8 @@ export interface SessionIo {
   numLayers: number
   numKvHeads: number
   headDim: number
+  /** The KV tensors' element type, as declared: the caches hold it as is, the budget counts its bytes. */
+  kvType: KvType
   /**
    * 'concat': Optimum's interface, present.* = past ⧺ new (fed back as the next past).
    * 'slots': zerolayer's generated variant: past is the runner's fixed-capacity cache, the
@@ -48,13 +51,16 @@ export function readSessionIo(session: ort.InferenceSession, config: ModelConfig
   const shape = meta && meta.isTensor ? meta.shape : []
   const numKvHeads = typeof shape[1] === 'number' ? shape[1] : config.numKvHeads
   const headDim = typeof shape[3] === 'number' ? shape[3] : config.headDim
-  if (meta && meta.isTensor && meta.type !== 'float32') throw new Error(`${file}: KV cache type ${meta.type} is not supported (float32 only)`)
+  const kvType = declaredKvType(session, file, [...idx.flatMap((i) => [`past_key_values.${i}.key`, `past_key_values.${i}.value`]), ...presentKey, ...presentValue])
+  const logits = session.outputMetadata.find((m) => m.name === 'logits')
+  if (logits && logits.isTensor && !isKvType(logits.type)) throw new Error(`${file}: logits type ${logits.type} is not supported (float32, float16)`)
   // A slot cache's past is its capacity, not a length: positions derived from it would be wrong for every row.
   if (kvCache === 'slots' && !inputs.has('position_ids')) throw new Error(`${file}: a new_key_values (slot KV) graph must take position_ids`)
   return {
     numLayers,
     numKvHeads,
     headDim,
+    kvType,
     kvCache,
     pastKey: idx.map((i) => `past_key_values.${i}.key`),
     pastValue: idx.map((i) => `past_key_values.${i}.value`),
@@ -64,4 +70,14 @@ export function readSessionIo(session: ort.InferenceSession, config: ModelConfig
     hasUseCacheBranch: inputs.has('use_cache_branch'),
     hasNumLogitsToKeep: inputs.has('num_logits_to_keep'),
   }
+}
+
+/** The one float type every KV input and output declares (float32 when the session does not say). */
+function declaredKvType(session: ort.InferenceSession, file: string, names: string[]): KvType {
+  const meta = [...session.inputMetadata, ...session.outputMetadata]
+  const types = new Set(names.map((n) => meta.find((m) => m.name === n)).map((m) => (m && m.isTensor ? m.type : 'float32')))
+  const [type] = types
+  if (types.size > 1) throw new Error(`${file}: KV tensors mix types (${[...types].join(', ')}); expected one`)
+  if (!isKvType(type)) throw new Error(`${file}: KV cache type ${type} is not supported (float32, float16)`)
+  return type
 }

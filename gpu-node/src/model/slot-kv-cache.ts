@@ -2,6 +2,8 @@ import * as ort from 'onnxruntime-node'
 import { modelFeeds, presentsOf, type BatchCache, type KvJoin, type LayerKv, type PrefillCache } from './batch-kv-cache.ts'
 import { kvBytesPerToken } from './runner.ts'
 import type { SessionIo } from './session-io.ts'
+import { readBlock, writeBlocks, type KvBlock } from './kv-block.ts'
+import { kvArray, type KvArray } from './tensor-dtype.ts'
 
 /**
  * Spare slots are added in steps of this many. A regrow copies the cache once; spare slots are
@@ -22,7 +24,7 @@ const ROW_STEP = 8
 
 /**
  * The KV cache of a "slots" model (session-io.ts): per layer, K and V buffers this class owns,
- * [rowCapacity, kvHeads, capacity, headDim] float32. Row b holds its `lens[b]` tokens in slots
+ * [rowCapacity, kvHeads, capacity, headDim] of the session's KV type. Row b holds its `lens[b]` tokens in slots
  * 0..lens[b]-1; the session gets the first `rows` rows as past (a view, no copy) with
  * attention_mask 1 on those slots, and returns only the step's new K/V, which are written into
  * the next free slots here. So a step never copies the whole cache — the concat interface makes
@@ -38,8 +40,8 @@ export class SlotKvCache implements BatchCache, PrefillCache {
   /** Slots per row: the width every step attends over. */
   capacity = 0
   private rowCapacity = 0
-  private keys: Float32Array[] = []
-  private values: Float32Array[] = []
+  private keys: KvArray[] = []
+  private values: KvArray[] = []
   /**
    * The bytes these buffers may hold (ModelStep: the KV budget less the other caches). Spare rows
    * and slots are taken only inside it; see `sized`.
@@ -111,7 +113,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     const cap = this.capacity
     presentsOf(this.io, outputs).forEach((layer, i) => {
       for (const [src, dst] of [[layer.key, this.keys[i]], [layer.value, this.values[i]]] as const) {
-        const data = src.data as Float32Array
+        const data = src.data as KvArray
         for (let r = 0; r < this.rows; r++) {
           for (let head = 0; head < h; head++) {
             const from = (r * h + head) * s * d
@@ -121,6 +123,26 @@ export class SlotKvCache implements BatchCache, PrefillCache {
       }
     })
     for (let r = 0; r < this.rows; r++) this.lens[r] += s
+  }
+
+  readBlock(seqId: number, from: number, count: number): KvBlock {
+    const r = this.seqIds.indexOf(seqId)
+    if (r < 0) throw new Error(`no batch row for sequence ${seqId}`)
+    return readBlock(this.io, this.keys, this.values, this.rowLayout(r), from, count)
+  }
+
+  /** One row of this cache, empty so far: its first tokens from cached blocks. */
+  startFrom(blocks: readonly KvBlock[], blockTokens: number): void {
+    const n = blocks.length * blockTokens
+    this.reserve(1, n + 1)
+    writeBlocks(this.io, blocks, blockTokens, this.keys, this.values, this.rowLayout(0))
+    this.lens[0] = n
+  }
+
+  private rowLayout(r: number): (head: number, t: number) => number {
+    const { numKvHeads: h, headDim: d } = this.io
+    const cap = this.capacity
+    return (head, t) => ((r * h + head) * cap + t) * d
   }
 
   /** This one-row cache as a sequence joining the batch (its tokens start at slot 0). */
@@ -160,7 +182,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
         for (const [src, dst] of [[layer.key, this.keys[i]], [layer.value, this.values[i]]] as const) {
           const width = src.dims[2]
           const first = j.start ?? width - j.len
-          const data = src.data as Float32Array
+          const data = src.data as KvArray
           for (let head = 0; head < h; head++) {
             const from = ((j.row * h + head) * width + first) * d
             dst.set(data.subarray(from, from + j.len * d), (to * h + head) * this.capacity * d)
@@ -176,8 +198,8 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     const shape = [this.rows, h, this.capacity, d]
     const size = this.rows * h * this.capacity * d
     return this.keys.map((k, i) => ({
-      key: new ort.Tensor('float32', k.subarray(0, size), shape),
-      value: new ort.Tensor('float32', this.values[i].subarray(0, size), shape),
+      key: new ort.Tensor(this.io.kvType, k.subarray(0, size), shape),
+      value: new ort.Tensor(this.io.kvType, this.values[i].subarray(0, size), shape),
     }))
   }
 
@@ -209,8 +231,8 @@ export class SlotKvCache implements BatchCache, PrefillCache {
   /** New buffers of the given size, with the tokens of the first `valid` rows copied over. */
   private resize(rowCapacity: number, capacity: number, valid: number): void {
     const { numLayers, numKvHeads: h, headDim: d } = this.io
-    const copy = (old: Float32Array | undefined): Float32Array => {
-      const next = new Float32Array(rowCapacity * h * capacity * d)
+    const copy = (old: KvArray | undefined): KvArray => {
+      const next = kvArray(this.io.kvType, rowCapacity * h * capacity * d)
       if (old) {
         for (let r = 0; r < valid; r++) {
           for (let head = 0; head < h; head++) {
@@ -228,7 +250,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
   }
 
   /** Row `from`'s tokens to row `to` (< from), head by head, inside the same buffer. */
-  private moveRow(buf: Float32Array, from: number, to: number): void {
+  private moveRow(buf: KvArray, from: number, to: number): void {
     const { numKvHeads: h, headDim: d } = this.io
     const len = this.lens[from] * d
     for (let head = 0; head < h; head++) {
@@ -237,7 +259,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     }
   }
 
-  private eachBuffer(fn: (buf: Float32Array) => void): void {
+  private eachBuffer(fn: (buf: KvArray) => void): void {
     this.keys.forEach(fn)
     this.values.forEach(fn)
   }

@@ -1,5 +1,5 @@
 import { Tokenizer } from '@huggingface/tokenizers'
-import type { ModelDir } from './model-dir.ts'
+import { ModelDirError, type ModelDir } from './model-dir.ts'
 
 /**
  * The model's tokenizer.json through @huggingface/tokenizers (pure JS, no native code). Its
@@ -8,14 +8,30 @@ import type { ModelDir } from './model-dir.ts'
  */
 export class ModelTokenizer {
   private readonly tokenizer: Tokenizer
+  /** Plain text's leading and trailing special tokens, when tokenizer_config.json decides them. */
+  private readonly affixes?: { prefix: number[]; suffix: number[] }
 
   constructor(dir: ModelDir) {
     this.tokenizer = new Tokenizer(dir.tokenizerJson, dir.tokenizerConfig)
+    const { addBos, addEos, tokens } = dir.specials
+    if (addBos === undefined && addEos === undefined) return
+    // transformers rebuilds the post-processor from the declared flags; an undeclared one keeps
+    // what tokenizer.json's post-processor does. Read that off a probe: pre ⧺ "a" ⧺ post.
+    const raw = this.tokenizer.encode('a', { add_special_tokens: false }).ids
+    const full = this.tokenizer.encode('a').ids
+    const at = indexOfRun(full, raw)
+    const pre = at < 0 ? [] : full.slice(0, at)
+    const post = at < 0 ? [] : full.slice(at + raw.length)
+    this.affixes = {
+      prefix: addBos === undefined ? pre : addBos ? [this.specialId(tokens.bos_token, 'bos_token', 'add_bos_token')] : [],
+      suffix: addEos === undefined ? post : addEos ? [this.specialId(tokens.eos_token, 'eos_token', 'add_eos_token')] : [],
+    }
   }
 
-  /** Plain text, with the tokenizer's own special tokens (e.g. Llama's BOS). */
+  /** Plain text, with the special tokens the model adds to it (e.g. Llama's BOS). */
   encodeText(text: string): number[] {
-    return this.tokenizer.encode(text).ids
+    if (!this.affixes) return this.tokenizer.encode(text).ids
+    return [...this.affixes.prefix, ...this.tokenizer.encode(text, { add_special_tokens: false }).ids, ...this.affixes.suffix]
   }
 
   /** A rendered chat template already carries its special tokens: add none (as HF's apply_chat_template). */
@@ -28,4 +44,17 @@ export class ModelTokenizer {
     if (ids.length === 0) return ''
     return this.tokenizer.decode(ids as number[], { skip_special_tokens: true, clean_up_tokenization_spaces: false })
   }
+
+  /** The id of a special token's text: it must be one token of tokenizer.json. */
+  private specialId(text: string | undefined, name: string, flag: string): number {
+    const ids = text === undefined ? [] : this.tokenizer.encode(text, { add_special_tokens: false }).ids
+    if (ids.length !== 1) throw new ModelDirError('tokenizer_config.json', `${flag} is true but ${name} ${text === undefined ? 'is not set' : 'is not one token of tokenizer.json'}`)
+    return ids[0]!
+  }
+}
+
+/** Where `run` starts inside `xs`, or -1. */
+function indexOfRun(xs: number[], run: number[]): number {
+  for (let i = 0; i + run.length <= xs.length; i++) if (run.every((x, j) => xs[i + j] === x)) return i
+  return -1
 }

@@ -22,8 +22,10 @@ export class ScriptedRunner implements ModelRunner {
   constructor(
     info: Partial<ModelInfo> = {},
     readonly next: (key: number, len: number) => number = (key, len) => 1 + ((key * 31 + len * 7) % 25),
+    /** Tokens per prefix-cache block: a start with `prefix` continues after that many per slot. */
+    private readonly prefixBlockTokens = 16,
   ) {
-    this.info = { vocabSize: 32, numLayers: 1, numKvHeads: 1, headDim: 1, contextLength: 4096, kvBytesPerToken: 8, eosTokenIds: [0], batching: 'continuous', ...info }
+    this.info = { vocabSize: 32, numLayers: 1, numKvHeads: 1, headDim: 1, kvType: 'float32', contextLength: 4096, kvBytesPerToken: 8, eosTokenIds: [0], batching: 'continuous', ...info }
   }
 
   async step(plan: StepPlan): Promise<StepResult> {
@@ -48,7 +50,7 @@ export class ScriptedRunner implements ModelRunner {
     for (const { seqId, tokens, last, start } of plan.prefill) {
       if (start) this.keys.set(seqId, start.tokens.slice(0, start.promptLen).reduce((h, t) => (h * 131 + t) % 1_000_003, 7))
       const key = this.keys.get(seqId) ?? 0
-      const len = (start ? 0 : (this.prefillLen.get(seqId) ?? 0)) + tokens.length
+      const len = (start ? (start.prefix?.length ?? 0) * this.prefixBlockTokens : (this.prefillLen.get(seqId) ?? 0)) + tokens.length
       this.prefillLen.set(seqId, len)
       if (last) {
         this.prefillLen.delete(seqId)

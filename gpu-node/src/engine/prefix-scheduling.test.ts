@@ -1,0 +1,148 @@
+import { describe, expect, it } from 'vitest'
+import { Scheduler, type SchedulerLimits } from './scheduler.ts'
+import { letterDecoder, ScriptedRunner } from '../../test/support/scripted-runner.ts'
+import { Sequence } from './sequence.ts'
+import { GREEDY, type EngineEvent, type RequestEvent } from './types.ts'
+import type { StepPlan } from '../model/runner.ts'
+
+/**
+ * The scheduler's side of the prefix cache, without a model (ScriptedRunner): what is reused,
+ * what is saved and when, and that holds are given back on every way out (finish, abort,
+ * preemption). Blocks of 4 tokens, 8 bytes a token.
+ */
+const B = 4
+const BYTES_PER_TOKEN = 8
+
+function limits(over: Partial<SchedulerLimits> = {}): SchedulerLimits {
+  return { maxBatch: 8, maxQueue: 64, kvBudgetBytes: 1 << 30, kvBytesPerToken: BYTES_PER_TOKEN, prefillChunkTokens: 64, prefixCacheBytes: 64 * B * BYTES_PER_TOKEN, prefixBlockTokens: B, ...over }
+}
+
+let nextId = 1
+const inbox = new Map<string, EngineEvent[]>()
+function deliver(events: readonly RequestEvent[]): void {
+  for (const { id, event } of events) inbox.get(id)?.push(event)
+}
+
+function seq(prompt: number[], maxTokens: number, priority = 0): Sequence {
+  const id = nextId++
+  const req = { id: `p${id}`, promptTokens: prompt, maxTokens, stop: [], sampling: GREEDY, priority }
+  inbox.set(req.id, [])
+  return new Sequence(id, id, req, letterDecoder, [0], 0)
+}
+
+const finishOf = (s: Sequence) => inbox.get(s.req.id)!.find((e) => e.type === 'finish')
+const range = (n: number, from = 1) => Array.from({ length: n }, (_, i) => from + (i % 20))
+
+async function drive(sched: Scheduler, runner: ScriptedRunner, maxTicks = 1000): Promise<StepPlan[]> {
+  const plans: StepPlan[] = []
+  for (let tick = 0; tick < maxTicks && sched.hasWork; tick++) {
+    const plan = sched.schedule(0)
+    plans.push(structuredClone(plan))
+    deliver(sched.update(plan, await runner.step(plan)))
+  }
+  return plans
+}
+
+describe('prefix reuse in the scheduler', () => {
+  it('starts a prompt after its cached blocks, with their slots, prefilling it alone', async () => {
+    const sched = new Scheduler(limits())
+    const runner = new ScriptedRunner({}, undefined, B)
+    const system = range(10)
+    const a = seq([...system, 21, 22], 3)
+    sched.add(a)
+    await drive(sched, runner)
+    const b = seq([...system, 23], 3)
+    const c = seq(range(5, 30), 3)
+    sched.add(b)
+    sched.add(c)
+    const plans = await drive(sched, runner)
+    const first = plans.find((p) => p.prefill.length > 0)!
+    // b's 11 tokens: 2 whole blocks of the system prompt reused (8 tokens), 3 computed, alone in its tick.
+    expect(first.prefill).toEqual([expect.objectContaining({ seqId: b.seqId, tokens: [...system.slice(8), 23], last: true })])
+    expect(first.prefill[0]!.start!.prefix).toHaveLength(2)
+    expect(finishOf(b)).toMatchObject({ usage: { promptTokens: 11, cachedTokens: 8, cacheCreationTokens: 0 } })
+    expect(finishOf(a)).toMatchObject({ usage: { promptTokens: 12, cachedTokens: 0, cacheCreationTokens: 12 } })
+    expect(sched.prefix!.stats).toMatchObject({ queries: 12 + 11 + 5, hits: 8 })
+  })
+
+  it('saves each complete block once, prompt and generated, the last ones in the plan that releases the sequence', async () => {
+    const sched = new Scheduler(limits())
+    const runner = new ScriptedRunner({}, undefined, B)
+    const a = seq(range(6), 7) // 6 prompt + 7 generated: KV of 12 tokens (the last sampled is never fed)
+    sched.add(a)
+    const plans = await drive(sched, runner)
+    const saves = plans.flatMap((p) => p.save ?? [])
+    expect(saves.map((s) => s.from)).toEqual([0, 4, 8])
+    expect(new Set(saves.map((s) => s.slot)).size).toBe(3)
+    const releasing = plans.find((p) => p.release.includes(a.seqId))!
+    expect(releasing.save?.map((s) => s.from)).toEqual([8])
+    // Nothing is held once it has left: every block can be evicted.
+    expect(sched.prefix!.blocks).toBe(3)
+    const again = seq(a.tokens.slice(), 1)
+    expect(a.tokens).toHaveLength(13)
+    sched.add(again)
+    await drive(sched, runner)
+    expect(finishOf(again)).toMatchObject({ usage: { cachedTokens: 12 } })
+  })
+
+  it('gives an aborted prefilling sequence’s blocks back', async () => {
+    const sched = new Scheduler(limits({ prefixCacheBytes: 3 * B * BYTES_PER_TOKEN, prefillChunkTokens: 4 }))
+    const runner = new ScriptedRunner({}, undefined, B)
+    const a = seq(range(12), 1)
+    sched.add(a)
+    await drive(sched, runner) // 3 blocks cached: the cache is full
+    const b = seq([...range(12), 5, 6, 7, 8, 9], 2)
+    sched.add(b)
+    const plan = sched.schedule(0)
+    expect(plan.prefill[0]!.start!.prefix).toHaveLength(3)
+    sched.cancel(b, 'abort')
+    deliver(sched.update(plan, await runner.step(plan)))
+    await drive(sched, runner)
+    // Were b's holds kept, the cache (3 blocks, all b's) could take no new block.
+    const c = seq(range(8, 40), 1)
+    sched.add(c)
+    const plans = await drive(sched, runner)
+    expect(plans.flatMap((p) => p.save ?? []).map((s) => s.from)).toEqual([0, 4])
+  })
+
+  it('re-admits a preempted sequence from its own saved blocks, generated ones included', async () => {
+    // Budget: two sequences of ~12 tokens; growth preempts the later one.
+    const sched = new Scheduler(limits({ kvBudgetBytes: 26 * BYTES_PER_TOKEN }))
+    const runner = new ScriptedRunner({}, undefined, B)
+    const first = seq(range(6), 8)
+    const second = seq(range(6, 50), 8)
+    sched.add(first)
+    sched.add(second)
+    const plans = await drive(sched, runner)
+    const starts = plans.flatMap((p) => p.prefill.filter((part) => part.seqId === second.seqId && part.start))
+    expect(starts.length).toBeGreaterThan(1) // prefilled, preempted, prefilled again
+    expect(starts.at(-1)!.start!.prefix!.length).toBeGreaterThan(1) // the recompute reused more than the prompt's one block
+    expect(finishOf(second)).toMatchObject({ reason: 'length', usage: { completionTokens: 8, cachedTokens: 0 } })
+  })
+
+  it('caches nothing new while running sequences hold every block, and still serves them', async () => {
+    const sched = new Scheduler(limits({ prefixCacheBytes: 2 * B * BYTES_PER_TOKEN }))
+    const runner = new ScriptedRunner({}, undefined, B)
+    const a = seq(range(8), 6)
+    const b = seq(range(8, 60), 10)
+    sched.add(a)
+    sched.add(b)
+    const plans = await drive(sched, runner)
+    const aLeaves = plans.findIndex((p) => p.release.includes(a.seqId))
+    // a holds both blocks while it runs: b's are saved only once a has left (evicting a's).
+    expect(plans.slice(0, aLeaves).flatMap((p) => p.save ?? []).map((x) => x.seqId)).toEqual([a.seqId, a.seqId])
+    expect(plans.slice(aLeaves).flatMap((p) => p.save ?? []).every((x) => x.seqId === b.seqId)).toBe(true)
+    expect(sched.prefix!.stats.evictions).toBeGreaterThan(0)
+    expect([finishOf(a), finishOf(b)]).toMatchObject([{ reason: 'length' }, { reason: 'length' }])
+  })
+
+  it('is off with no budget for it: no saves, no prefixes', async () => {
+    const sched = new Scheduler(limits({ prefixCacheBytes: 0 }))
+    const runner = new ScriptedRunner({}, undefined, B)
+    sched.add(seq(range(9), 5))
+    sched.add(seq(range(9), 5))
+    const plans = await drive(sched, runner)
+    expect(sched.prefix).toBeUndefined()
+    expect(plans.some((p) => p.save || p.prefill.some((x) => x.start?.prefix))).toBe(false)
+  })
+})
