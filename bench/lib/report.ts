@@ -25,6 +25,7 @@ export interface Target {
 export const TARGETS: Target[] = [
   { key: 'engine.continuous_over_sequential_tokens_per_s', label: 'continuous / one-at-a-time tokens/s (32 streams, 32-token prompts, 96 new tokens)', kind: 'min', target: 4.0 },
   { key: 'engine.engine_over_raw_ort_tokens_per_s', label: 'engine / raw ONNX Runtime tokens/s (batch 32, same KV widths)', kind: 'min', target: 0.85 },
+  { key: 'engine.optimum_layout_over_slot_tokens_per_s', label: 'Optimum-layout (concat KV) graph edited onto the slot KV path / the slot layout, decode tokens/s (small, batch 32)', kind: 'min', target: 0.9 },
   { key: 'engine.static8_over_continuous_p99_ttft', label: 'static-8 / continuous p99 TTFT (Poisson, 80 % of static-8 capacity)', kind: 'min', target: 3.0 },
   { key: 'engine.idle_ttft_minus_prefill_ms', label: 'idle TTFT − prefill step, ms (direct, one request, median)', kind: 'max', target: 3 },
   { key: 'engine.event_loop_delay_p99_ms', label: 'event-loop delay p99 on the socket thread under full load, ms', kind: 'max', target: 10 },
@@ -49,6 +50,7 @@ export const CONTEXT: Array<{ label: string; path: string; unit: string }> = [
   { label: 'one at a time', path: 'engine.raw.sequential_tok_s', unit: 'tok/s' },
   { label: 'raw ONNX Runtime at batch 32 over the steady-state KV widths', path: 'engine.raw.raw_ort_tok_s', unit: 'tok/s' },
   { label: 'ceiling of continuous / one-at-a-time set by raw ONNX Runtime (raw batch-32 rate / one-at-a-time rate)', path: 'engine.raw.continuous_over_sequential_ceiling', unit: '×' },
+  { label: 'unedited Optimum concat KV path / the slot layout, decode tokens/s (small, batch 32; SLOT_KV_EDIT=0)', path: 'engine.raw.optimum_layout.concat_unedited_over_slots', unit: '×' },
   { label: '/healthz probe latency p99 under full load (from outside)', path: 'engine.raw.full_load.healthz_probe_ms.p99', unit: 'ms' },
   { label: 'bare Hono-on-Node passthrough: added TTFB p50 at concurrency 1 (no auth, no limits)', path: 'edge.raw.bare_hono_added_ttfb_ms_p50_c1', unit: 'ms' },
   { label: 'bare Hono-on-Node passthrough: added TTFB p99 at concurrency 64 (no auth, no limits)', path: 'edge.raw.bare_hono_added_ttfb_ms_p99_c64', unit: 'ms' },

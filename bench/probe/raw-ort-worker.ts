@@ -7,7 +7,8 @@
  * It drives the graph the engine's runner drives (session-io.ts tells which interface it has):
  * - concat (Optimum): each step's `present.*` fed back as the next `past_key_values.*`; a step's
  *   time is its session.run.
- * - slots (the generated presets): fixed-capacity K/V buffers, grown as the runner grows its own
+ * - slots (the generated presets, and Optimum-layout graphs the runner edits onto the slot path at
+ *   load: the session is opened the runner's way, gpu-node/src/model/open-session.ts): fixed-capacity K/V buffers, grown as the runner grows its own
  *   (slot-kv-cache.ts), so each step attends over the same capacity as the engine's, fed as past
  *   with the mask covering the filled slots; the step's `new_key_values.*` are written into the
  *   next slot. A step's time is session.run plus that write (the interface needs it; the concat
@@ -18,6 +19,7 @@ import { parentPort, workerData } from 'node:worker_threads'
 import * as ort from 'onnxruntime-node'
 import { modelFeeds, presentsOf, type LayerKv } from '../../gpu-node/src/model/batch-kv-cache.ts'
 import type { ModelConfig } from '../../gpu-node/src/model/model-dir.ts'
+import { openModelSession } from '../../gpu-node/src/model/open-session.ts'
 import { readSessionIo } from '../../gpu-node/src/model/session-io.ts'
 import { grownCapacity } from '../../gpu-node/src/model/slot-kv-cache.ts'
 
@@ -35,7 +37,7 @@ export interface RawOrtJob {
 }
 
 const init = workerData as RawOrtInit
-const session = await ort.InferenceSession.create(init.onnxPath, { executionProviders: [init.executionProvider], graphOptimizationLevel: 'all' })
+const { session } = await openModelSession(init.onnxPath, { executionProviders: [init.executionProvider], graphOptimizationLevel: 'all' }, { config: init.config })
 const io = readSessionIo(session, init.config)
 
 /** Per-step times of `steps` decode steps through the concat interface. */

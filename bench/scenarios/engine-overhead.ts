@@ -112,7 +112,7 @@ class RawOrt {
 }
 
 /** bench/step-time.ts's measurement: the worker runner alone, prefill `rows` prompts of `w0` tokens, then `steps` decode steps back to back. */
-async function runnerDecode(runner: OnnxRunner, rows: number, w0: number, steps: number, vocab: number, eos: number[], seqBase: number): Promise<{ totalMs: number; tokPerS: number }> {
+export async function runnerDecode(runner: OnnxRunner, rows: number, w0: number, steps: number, vocab: number, eos: number[], seqBase: number): Promise<{ totalMs: number; tokPerS: number }> {
   const ids: number[] = []
   for (let i = 0; i < rows; i++) {
     const seqId = seqBase + i

@@ -11,12 +11,15 @@
  *    static-8's capacity, and the load sweep for the chart.
  * 4. engine-over-http.ts: idle TTFT minus the prefill step, and the node's event-loop delay under
  *    full load.
+ * 5. engine-optimum-layout.ts: decode tokens/s of an Optimum-layout (concat KV) `small` edited
+ *    onto the slot KV path at load, against the same weights in the slot layout.
  */
 import { ensureGeneratedModel } from '../../gpu-node/tools/generate-model/ensure-model.ts'
 import { readModelDir } from '../../gpu-node/src/model/model-dir.ts'
 import { ModelTokenizer } from '../../gpu-node/src/model/tokenizer.ts'
 import type { BenchContext, SectionResult } from '../lib/report-types.ts'
 import { round } from '../lib/stats.ts'
+import { runOptimumLayout } from './engine-optimum-layout.ts'
 import { runOverHttp } from './engine-over-http.ts'
 import { OverheadProbe } from './engine-overhead.ts'
 import { runPoisson } from './engine-poisson.ts'
@@ -35,9 +38,10 @@ export async function runEngine(ctx: BenchContext, opts: EngineOptions = {}): Pr
   const raw: Record<string, unknown> = { model: modelDir, execution_provider: ep, streams: STREAMS, prompt_tokens: PROMPT_TOKENS, new_tokens: NEW_TOKENS, static_wait_ms: STATIC_WAIT_MS }
 
   const inProcess = await runInProcess(ctx, modelDir, ep, raw, notes)
+  const optimumLayout = await runOptimumLayout(ctx, ep, raw, notes)
   const overHttp = await runOverHttp(ctx, modelDir, raw, notes)
   return {
-    figures: { ...inProcess.figures, ...overHttp },
+    figures: { ...inProcess.figures, optimum_layout_over_slot_tokens_per_s: optimumLayout, ...overHttp },
     raw,
     notes,
     chart: inProcess.chart,

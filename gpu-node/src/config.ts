@@ -12,6 +12,12 @@ const flag = z
   .optional()
   .transform((v) => v === '1' || v === 'true')
 
+/** A flag that is on unless set to "0" or "false". */
+const flagDefaultOn = z
+  .enum(['1', 'true', '0', 'false', ''])
+  .optional()
+  .transform((v) => v !== '0' && v !== 'false')
+
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max)
 const optionalString = z
   .string()
@@ -42,6 +48,7 @@ const EnvSchema = z.object({
   EXECUTION_PROVIDER: z.enum(['cpu', 'cuda']).default('cpu'),
   /** 0 lets ONNX Runtime choose. */
   INTRA_OP_THREADS: int(0, 1024).default(0),
+  SLOT_KV_EDIT: flagDefaultOn,
   TLS_CERT: optionalString,
   TLS_KEY: optionalString,
   MAX_BODY_BYTES: int(1).default(1024 * 1024),
@@ -71,6 +78,11 @@ export interface NodeConfig {
   executionProvider: 'cpu' | 'cuda'
   /** 0 = ONNX Runtime default. */
   intraOpThreads: number
+  /**
+   * Load an Optimum-layout (concat KV) graph edited onto the slot KV path where that is exact
+   * (model/slot-kv-edit.ts). Off only to compare with the unedited concat path.
+   */
+  slotKvEdit: boolean
   /** PEM file paths; both set or plaintext (HTTP/1.1 + h2c). */
   tls?: { certFile: string; keyFile: string }
   maxBodyBytes: number
@@ -116,6 +128,7 @@ export function parseNodeConfig(env: Record<string, string | undefined>): NodeCo
     limits: { maxBatch: e.MAX_BATCH, maxQueue: e.MAX_QUEUE, kvBudgetBytes: e.KV_BUDGET_MB * 1024 * 1024, prefillChunkTokens: e.PREFILL_CHUNK, prefixCacheBytes: e.PREFIX_CACHE_MB * 1024 * 1024, prefixBlockTokens: e.PREFIX_BLOCK_TOKENS },
     executionProvider: e.EXECUTION_PROVIDER,
     intraOpThreads: e.INTRA_OP_THREADS,
+    slotKvEdit: e.SLOT_KV_EDIT,
     tls: e.TLS_CERT && e.TLS_KEY ? { certFile: e.TLS_CERT, keyFile: e.TLS_KEY } : undefined,
     maxBodyBytes: e.MAX_BODY_BYTES,
     keepAliveMs: e.KEEPALIVE_MS,

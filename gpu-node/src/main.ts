@@ -6,6 +6,7 @@
 import { composeEngine } from './compose-engine.ts'
 import { localUrl, parseNodeConfig, type NodeConfig } from './config.ts'
 import type { EngineHandle, EngineStats } from './engine/types.ts'
+import type { ModelInfo } from './model/runner.ts'
 import { createMetricsObserver } from './metrics/engine-observer.ts'
 import { createNodeMetrics } from './metrics/node-metrics.ts'
 import { ensureGeneratedModel } from '../tools/generate-model/ensure-model.ts'
@@ -36,6 +37,7 @@ async function main(log: Logger): Promise<void> {
     ...(config.modelFile ? { modelFile: config.modelFile } : {}),
     executionProvider: config.executionProvider,
     intraOpThreads: config.intraOpThreads,
+    slotKvEdit: config.slotKvEdit,
     limits: config.limits,
     observer: createMetricsObserver(metrics),
   })
@@ -82,7 +84,13 @@ async function main(log: Logger): Promise<void> {
     exit: (code) => exitAfterFlush(code),
     log,
   })
-  log.info({ msg: 'ready', url, region: config.region, model, ...loaded.served, batching: loaded.info.batching, kvType: loaded.info.kvType, nodeId: config.nodeId, pid: process.pid, registry: Boolean(heartbeat) })
+  log.info({ msg: 'ready', url, region: config.region, model, ...loaded.served, batching: loaded.info.batching, kvType: loaded.info.kvType, ...kvLog(loaded.info), nodeId: config.nodeId, pid: process.pid, registry: Boolean(heartbeat) })
+}
+
+/** The ready line's KV interface, whether the graph was edited at load to get it, and why (model/kv-path.ts). */
+function kvLog(info: ModelInfo): { kvCache?: string; kvCacheEdited?: boolean; kvCacheWhy?: string } {
+  if (!info.kvPath) return {}
+  return { kvCache: info.kvPath.kvCache, kvCacheEdited: info.kvPath.edited, kvCacheWhy: info.kvPath.why }
 }
 
 function readConfig(): NodeConfig {

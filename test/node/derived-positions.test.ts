@@ -1,6 +1,6 @@
 /**
  * A node pointed at a graph without position_ids says at start that it batches only rows of
- * equal length, and why, and serves it; the exactness itself is proven in
+ * equal length, and why, that it keeps the concat KV path, and why, and serves it; the exactness itself is proven in
  * gpu-node/src/model/batching-exact.test.ts.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -29,7 +29,9 @@ describe('a node serving a graph without position_ids', () => {
   it('logs its batching mode and the reason at start', async () => {
     const warning = await node.waitForLog((l) => l.msg === 'batching: equal-length batches only')
     expect(String(warning.why)).toContain('position_ids')
-    expect(await node.waitForLog((l) => l.msg === 'ready')).toMatchObject({ batching: 'equal-lengths' })
+    const ready = await node.waitForLog((l) => l.msg === 'ready')
+    expect(ready).toMatchObject({ batching: 'equal-lengths', kvCache: 'concat', kvCacheEdited: false })
+    expect(String(ready.kvCacheWhy)).toContain('position_ids')
   })
 
   it('answers concurrent requests', async () => {

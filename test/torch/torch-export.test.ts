@@ -3,7 +3,9 @@
  * HF-faithful GPT-2 and Llama decoders with PyTorch's own torch.onnx.export under Optimum's
  * names (and a GPT-2 without position_ids, as older Optimum exports), plus PyTorch's own greedy
  * tokens. The node's engine (worker-thread ONNX Runtime runner, real scheduler) must give the
- * same tokens, each request alone and all batched together.
+ * same tokens, each request alone and all batched together. The graphs with position_ids run on
+ * the slot KV path, edited at load (gpu-node/src/model/slot-kv-edit.ts), and must give the same
+ * tokens on the unedited concat path too (SLOT_KV_EDIT=0); the position-less one stays on concat.
  *
  * Also float16 exports (the fp32 export converted as onnx-community's model_fp16.onnx are:
  * float16 weights, KV and logits) and 4-bit ones (MatMulNBits, as model_q4.onnx, with float32 KV,
@@ -29,6 +31,7 @@ import { GREEDY } from '../../shared/src/generation.ts'
 import { Engine } from '../../gpu-node/src/engine/engine.ts'
 import type { EngineRequest } from '../../gpu-node/src/engine/types.ts'
 import { loadModel } from '../../gpu-node/src/model/load-model.ts'
+import type { KvPath } from '../../gpu-node/src/model/kv-path.ts'
 import type { Batching, ModelInfo, ModelRunner, StepPlan, StepResult } from '../../gpu-node/src/model/runner.ts'
 import { generateText } from '../../gpu-node/test/support/generate-text.ts'
 
@@ -46,6 +49,10 @@ const VARIANTS = {
   'llama-q4f16': 'float16',
 } as const
 type Variant = keyof typeof VARIANTS
+
+/** The KV path a variant must load on: the slot KV edit needs position_ids. */
+const kvPathOf = (variant: Variant): Pick<KvPath, 'kvCache' | 'edited'> =>
+  variant === 'gpt2-derived-positions' ? { kvCache: 'concat', edited: false } : { kvCache: 'slots', edited: true }
 
 interface Greedy {
   tokens: number[]
@@ -109,8 +116,12 @@ class RecordingRunner implements ModelRunner {
   }
 }
 
-async function run(variant: string, together: boolean, batching?: Batching): Promise<number[][]> {
-  const { runner, tokenizer } = await loadModel({ intraOpThreads: 1, modelDir: join(root, variant), executionProvider: 'cpu', kvBudgetBytes: 256 * 1024 * 1024 })
+/** The KV path the last run() loaded its graph on. */
+let lastKvPath: KvPath | undefined
+
+async function run(variant: string, together: boolean, batching?: Batching, slotKvEdit = true): Promise<number[][]> {
+  const { runner, tokenizer } = await loadModel({ intraOpThreads: 1, modelDir: join(root, variant), executionProvider: 'cpu', kvBudgetBytes: 256 * 1024 * 1024, slotKvEdit })
+  lastKvPath = runner.info.kvPath
   const recording = new RecordingRunner(runner, batching)
   const engine = new Engine({ runner: recording, decoder: tokenizer, limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 256 * 1024 * 1024, prefillChunkTokens: 32 } })
   const req = (promptTokens: number[], i: number): EngineRequest => ({ id: `${variant}-${i}`, promptTokens, maxTokens: reference.new_tokens, stop: [], sampling: GREEDY, priority: 0, ignoreEos: true })
@@ -149,11 +160,21 @@ describe('graphs written by torch.onnx.export (HF-faithful modules, Optimum name
   for (const variant of Object.keys(VARIANTS) as Variant[]) {
     describe(variant, () => {
       it("gives PyTorch's greedy tokens, each request alone", async () => {
-        expectAgrees(variant, await run(variant, false))
+        const ours = await run(variant, false)
+        expect(lastKvPath).toMatchObject(kvPathOf(variant))
+        expectAgrees(variant, ours)
       })
 
       it("gives PyTorch's greedy tokens with all 8 requests batched", async () => {
-        expectAgrees(variant, await run(variant, true))
+        const ours = await run(variant, true)
+        expect(lastKvPath).toMatchObject(kvPathOf(variant))
+        expectAgrees(variant, ours)
+      })
+
+      it("gives PyTorch's greedy tokens batched on the unedited concat path (SLOT_KV_EDIT=0)", async () => {
+        const ours = await run(variant, true, undefined, false)
+        expect(lastKvPath).toMatchObject({ kvCache: 'concat', edited: false })
+        expectAgrees(variant, ours)
       })
     })
   }

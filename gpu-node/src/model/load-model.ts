@@ -13,6 +13,8 @@ export interface LoadModelOptions {
   intraOpThreads?: number
   /** The scheduler's KV budget: the slot caches take spare rows and slots only inside it. */
   kvBudgetBytes: number
+  /** Put Optimum-layout graphs on the slot KV path where exact (open-session.ts; default on). */
+  slotKvEdit?: boolean
   /** Tokens per prefix-cache block (the engine's limits.prefixBlockTokens). */
   prefixBlockTokens?: number
 }
@@ -43,6 +45,7 @@ export async function loadModel(opts: LoadModelOptions): Promise<LoadedModel> {
     kvBudgetBytes: opts.kvBudgetBytes,
     ...(opts.prefixBlockTokens ? { prefixBlockTokens: opts.prefixBlockTokens } : {}),
     ...(opts.intraOpThreads ? { intraOpThreads: opts.intraOpThreads } : {}),
+    ...(opts.slotKvEdit !== undefined ? { slotKvEdit: opts.slotKvEdit } : {}),
   })
   const encoder: PromptEncoder = {
     modelId: dir.modelId,

@@ -1,4 +1,4 @@
-import { cpSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -26,6 +26,18 @@ describe('readModelDir', () => {
 
   it('reads Llama-style names, including grouped KV heads', () => {
     expect(readModelDir('models/tiny-llama').config).toMatchObject({ modelType: 'llama', numHeads: 8, numKvHeads: 2 })
+  })
+
+  it('reads a sliding window only where the model uses one (Qwen2 configs set use_sliding_window false)', () => {
+    expect(readModelDir('models/tiny').config.slidingWindow).toBeUndefined()
+    const dir = copyOfTiny()
+    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...config, sliding_window: 4096 }))
+    expect(readModelDir(dir).config.slidingWindow).toBe(4096)
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...config, sliding_window: 32768, use_sliding_window: false }))
+    expect(readModelDir(dir).config.slidingWindow).toBeUndefined()
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...config, sliding_window: null }))
+    expect(readModelDir(dir).config.slidingWindow).toBeUndefined()
   })
 
   it("reads generation_config.json's sampling and max-token defaults, as vLLM takes them", () => {

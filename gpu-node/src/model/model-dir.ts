@@ -46,6 +46,12 @@ export interface ModelConfig {
   numKvHeads: number
   headDim: number
   contextLength: number
+  /**
+   * config.json's sliding_window where the model uses one (not where use_sliding_window is
+   * false, as Qwen2's configs say): attention then depends on the distance between columns,
+   * which the slot KV layout's spare slots would widen (kv-path.ts keeps such a graph on concat).
+   */
+  slidingWindow?: number
 }
 
 export interface ModelDir {
@@ -116,6 +122,8 @@ const HfConfig = z
     num_key_value_heads: positiveInt.optional(),
     head_dim: positiveInt.optional(),
     max_position_embeddings: positiveInt.optional(),
+    sliding_window: positiveInt.nullish(),
+    use_sliding_window: z.boolean().optional(),
     eos_token_id: z.union([z.number().int(), z.array(z.number().int())]).nullish(),
     zerolayer: z.object({ preset: z.string() }).partial().optional(),
   })
@@ -189,6 +197,7 @@ function toModelConfig(c: z.infer<typeof HfConfig>): ModelConfig {
     numKvHeads: c.num_key_value_heads ?? numHeads!,
     headDim: c.head_dim ?? hidden! / numHeads!,
     contextLength: contextLength!,
+    ...(c.sliding_window != null && c.use_sliding_window !== false ? { slidingWindow: c.sliding_window } : {}),
   }
 }
 

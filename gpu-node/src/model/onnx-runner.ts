@@ -8,6 +8,8 @@ export interface OnnxRunnerOptions {
   intraOpThreads?: number
   /** The scheduler's KV budget, which bounds the slot caches' spare (model-step.ts). */
   kvBudgetBytes?: number
+  /** Put Optimum-layout graphs on the slot KV path where exact (open-session.ts; default on). */
+  slotKvEdit?: boolean
   prefixBlockTokens?: number
 }
 
@@ -48,6 +50,7 @@ export class OnnxRunner implements ModelRunner {
       executionProvider: opts.executionProvider,
       ...(opts.intraOpThreads ? { intraOpThreads: opts.intraOpThreads } : {}),
       ...(opts.kvBudgetBytes ? { kvBudgetBytes: opts.kvBudgetBytes } : {}),
+      ...(opts.slotKvEdit !== undefined ? { slotKvEdit: opts.slotKvEdit } : {}),
       ...(opts.prefixBlockTokens ? { prefixBlockTokens: opts.prefixBlockTokens } : {}),
     }
     const worker = spawnTsWorker(new URL('./runner-worker.ts', import.meta.url), init)

@@ -3,11 +3,11 @@
  * here, never on the thread that serves sockets. Messages: `init` once, then `step` plans.
  */
 import { parentPort, workerData } from 'node:worker_threads'
-import * as ort from 'onnxruntime-node'
 import { ModelStep } from './model-step.ts'
 import { readSessionIo } from './session-io.ts'
 import type { ModelConfig } from './model-dir.ts'
 import { batchCouplingOps } from './graph-ops.ts'
+import { openModelSession } from './open-session.ts'
 import type { SessionShape, StepPlan } from './runner.ts'
 
 export interface RunnerWorkerInit {
@@ -20,6 +20,8 @@ export interface RunnerWorkerInit {
   intraOpThreads?: number
   /** The scheduler's KV budget, which bounds the slot caches' spare (model-step.ts). */
   kvBudgetBytes?: number
+  /** Put Optimum-layout graphs on the slot KV path where exact (open-session.ts; default on). */
+  slotKvEdit?: boolean
   /** Tokens per prefix-cache block. */
   prefixBlockTokens?: number
 }
@@ -30,18 +32,18 @@ async function start(init: RunnerWorkerInit): Promise<void> {
   const port = parentPort!
   let step: ModelStep
   try {
-    const session = await ort.InferenceSession
-      .create(init.onnxPath, {
-        executionProviders: [init.executionProvider],
-        graphOptimizationLevel: 'all',
-        ...(init.intraOpThreads ? { intraOpNumThreads: init.intraOpThreads } : {}),
-      })
+    const options = {
+      executionProviders: [init.executionProvider],
+      graphOptimizationLevel: 'all' as const,
+      ...(init.intraOpThreads ? { intraOpNumThreads: init.intraOpThreads } : {}),
+    }
+    const { session, kvPath } = await openModelSession(init.onnxPath, options, { config: init.config, slotKvEdit: init.slotKvEdit ?? true })
       .catch((e: Error) => {
         throw new Error(`model directory: ${init.onnxFile}: ONNX Runtime could not load it (${init.executionProvider} provider): ${e.message}`)
       })
     const io = readSessionIo(session, init.config, init.onnxFile)
     step = new ModelStep(session, io, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes, prefixBlockTokens: init.prefixBlockTokens })
-    const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, kvType: io.kvType, hasPositionIds: io.hasPositionIds, couplingOps: batchCouplingOps(init.onnxPath) }
+    const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, kvType: io.kvType, hasPositionIds: io.hasPositionIds, couplingOps: batchCouplingOps(init.onnxPath), kvPath }
     port.postMessage({ type: 'ready', io: shape })
   } catch (e) {
     port.postMessage({ type: 'fatal', message: (e as Error).message })

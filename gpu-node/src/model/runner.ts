@@ -1,4 +1,5 @@
 import type { SamplingParams } from '../../../shared/src/generation.ts'
+import type { KvPath } from './kv-path.ts'
 import type { ModelDir } from './model-dir.ts'
 import { bytesPerElement, type KvType } from './tensor-dtype.ts'
 
@@ -18,6 +19,8 @@ export interface ModelInfo {
   batching: Batching
   /** Why batching is not 'continuous', for the node's start-up log. */
   batchingWhy?: string
+  /** The KV interface the worker drives the graph through, and why (start-up log). */
+  kvPath?: KvPath
 }
 
 /**
@@ -42,6 +45,7 @@ export interface SessionShape extends KvShape {
   hasPositionIds: boolean
   /** The graph's operators that couple a batch's rows (graph-ops.ts batchCouplingOps). */
   couplingOps: string[]
+  kvPath?: KvPath
 }
 
 /** KV cache bytes per token per sequence: 2 (K and V) × layers × kv heads × head dim × the KV type's bytes (float16: half of float32's). */
@@ -59,6 +63,7 @@ export function toModelInfo(dir: ModelDir, session: SessionShape): ModelInfo {
     kvBytesPerToken: kvBytesPerToken(kv),
     eosTokenIds: dir.eosTokenIds,
     ...batchingOf(session),
+    ...(session.kvPath ? { kvPath: session.kvPath } : {}),
   }
 }
 
