@@ -256,18 +256,34 @@ def export(variant, model, out_dir):
     torch.onnx.export(wrapper, args, os.path.join(out_dir, 'model.onnx'), input_names=names + past_names, output_names=out_names, dynamic_axes=axes, opset_version=14, do_constant_folding=True)
 
 
-def quantize_dynamic(src, dst):
-    """Every MatMul by a 2-D weight becomes quantize_dynamic's pattern: per-tensor symmetric int8
-    weights; DynamicQuantizeLinear(A) → MatMulInteger → Cast → × (scale_A · scale_W)."""
+def rewrite_weight_matmuls(src, dst, rewrite, accepts=lambda w: True, opsets=()):
+    """Replaces every MatMul by a 2-D weight initializer with what `rewrite(node, weight, graph)`
+    returns (nodes; it may add initializers), drops the initializers left unused, and saves."""
     model = onnx.load(src)
     g = model.graph
     weights = {t.name: t for t in g.initializer}
     nodes = []
     for n in g.node:
         w = numpy_helper.to_array(weights[n.input[1]]) if n.op_type == 'MatMul' and n.input[1] in weights else None
-        if w is None or w.ndim != 2:
+        if w is None or w.ndim != 2 or not accepts(w):
             nodes.append(n)
             continue
+        nodes += rewrite(n, w, g)
+    del g.node[:]
+    g.node.extend(nodes)
+    used = {i for n in g.node for i in n.input}
+    kept = [t for t in g.initializer if t.name in used]
+    del g.initializer[:]
+    g.initializer.extend(kept)
+    model.opset_import.extend(opsets)
+    onnx.save(model, dst)
+
+
+def quantize_dynamic(src, dst):
+    """Every MatMul by a 2-D weight becomes quantize_dynamic's pattern: per-tensor symmetric int8
+    weights; DynamicQuantizeLinear(A) → MatMulInteger → Cast → × (scale_A · scale_W)."""
+
+    def rewrite(n, w, g):
         p = f'{n.output[0]}_q'
         scale = float(np.abs(w).max() / 127.0)
         g.initializer.extend([
@@ -275,20 +291,15 @@ def quantize_dynamic(src, dst):
             numpy_helper.from_array(np.array(scale, dtype=np.float32), f'{p}.weight_scale'),
             numpy_helper.from_array(np.array(0, dtype=np.int8), f'{p}.weight_zero_point'),
         ])
-        nodes += [
+        return [
             helper.make_node('DynamicQuantizeLinear', [n.input[0]], [f'{p}.a', f'{p}.a_scale', f'{p}.a_zero_point']),
             helper.make_node('MatMulInteger', [f'{p}.a', f'{p}.weight', f'{p}.a_zero_point', f'{p}.weight_zero_point'], [f'{p}.int32']),
             helper.make_node('Cast', [f'{p}.int32'], [f'{p}.float'], to=TensorProto.FLOAT),
             helper.make_node('Mul', [f'{p}.a_scale', f'{p}.weight_scale'], [f'{p}.scale']),
             helper.make_node('Mul', [f'{p}.float', f'{p}.scale'], [n.output[0]]),
         ]
-    del g.node[:]
-    g.node.extend(nodes)
-    used = {i for n in g.node for i in n.input}
-    kept = [t for t in g.initializer if t.name in used]
-    del g.initializer[:]
-    g.initializer.extend(kept)
-    onnx.save(model, dst)
+
+    rewrite_weight_matmuls(src, dst, rewrite)
 
 
 Q4_BLOCK = 32
@@ -300,15 +311,9 @@ def quantize_nbits(src, dst):
     asymmetric (a uint8 zero point per block, packed two per byte). B is [N, K/32, 16] uint8, two
     4-bit values per byte, low nibble first; scales [N · K/32]. Returns, per original weight's
     bytes, the dequantized weight (q − zp) · scale the graph computes with."""
-    model = onnx.load(src)
-    g = model.graph
-    weights = {t.name: t for t in g.initializer}
-    nodes, dequantized = [], {}
-    for n in g.node:
-        w = numpy_helper.to_array(weights[n.input[1]]) if n.op_type == 'MatMul' and n.input[1] in weights else None
-        if w is None or w.ndim != 2 or w.shape[0] % Q4_BLOCK != 0:
-            nodes.append(n)
-            continue
+    dequantized = {}
+
+    def rewrite(n, w, g):
         k, nn_ = w.shape
         blocks = w.T.reshape(nn_, k // Q4_BLOCK, Q4_BLOCK).astype(np.float32)
         lo = np.minimum(blocks.min(axis=2), 0)
@@ -327,15 +332,9 @@ def quantize_nbits(src, dst):
             numpy_helper.from_array(scale.reshape(-1), f'{p}.scales'),
             numpy_helper.from_array(zpacked, f'{p}.zero_points'),
         ])
-        nodes.append(helper.make_node('MatMulNBits', [n.input[0], f'{p}.weight', f'{p}.scales', f'{p}.zero_points'], [n.output[0]], domain='com.microsoft', K=k, N=nn_, bits=4, block_size=Q4_BLOCK))
-    del g.node[:]
-    g.node.extend(nodes)
-    used = {i for n in g.node for i in n.input}
-    kept = [t for t in g.initializer if t.name in used]
-    del g.initializer[:]
-    g.initializer.extend(kept)
-    model.opset_import.extend([helper.make_opsetid('com.microsoft', 1)])
-    onnx.save(model, dst)
+        return [helper.make_node('MatMulNBits', [n.input[0], f'{p}.weight', f'{p}.scales', f'{p}.zero_points'], [n.output[0]], domain='com.microsoft', K=k, N=nn_, bits=4, block_size=Q4_BLOCK)]
+
+    rewrite_weight_matmuls(src, dst, rewrite, accepts=lambda w: w.shape[0] % Q4_BLOCK == 0, opsets=[helper.make_opsetid('com.microsoft', 1)])
     return dequantized
 
 

@@ -17,6 +17,7 @@ import { SLOT_STEP, SlotKvCache } from './slot-kv-cache.ts'
 import { ModelTokenizer } from './tokenizer.ts'
 import { composeEngine } from '../compose-engine.ts'
 import { ONE_THREAD } from '../../test/support/one-thread.ts'
+import { InProcessRunner } from '../../test/support/in-process-runner.ts'
 
 /**
  * Continuous batching must be exact: a greedy request returns the same text whether it ran
@@ -26,18 +27,6 @@ import { ONE_THREAD } from '../../test/support/one-thread.ts'
  * KV, generated here). The control runs feed wrong positions (the classic bugs of each layout)
  * and must differ, proving the test can fail.
  */
-
-/** The same ModelStep the worker runs, on this thread, so the control can swap its cache. */
-class InProcessRunner implements ModelRunner {
-  constructor(
-    readonly info: ModelInfo,
-    private readonly step_: ModelStep,
-  ) {}
-  step(plan: StepPlan) {
-    return this.step_.run(plan)
-  }
-  async close() {}
-}
 
 /** The bug the control simulates: positions = buffer column, counting pads. */
 class BufferIndexPositions extends BatchKvCache {

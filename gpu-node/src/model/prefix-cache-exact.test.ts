@@ -13,6 +13,7 @@ import { ModelStep } from './model-step.ts'
 import { toModelInfo, type ModelInfo, type ModelRunner, type StepPlan } from './runner.ts'
 import { readSessionIo } from './session-io.ts'
 import { ModelTokenizer } from './tokenizer.ts'
+import { InProcessRunner } from '../../test/support/in-process-runner.ts'
 
 /**
  * The prefix cache never changes a token: greedy and seeded requests give the same tokens with
@@ -25,19 +26,6 @@ import { ModelTokenizer } from './tokenizer.ts'
  */
 const BLOCK = 8
 const CHUNK = 16
-
-/** ModelStep on this thread, so a control can rewrite the plans it gets. */
-class InProcessRunner implements ModelRunner {
-  constructor(
-    readonly info: ModelInfo,
-    private readonly model: ModelStep,
-    private readonly rewrite: (plan: StepPlan) => StepPlan = (p) => p,
-  ) {}
-  step(plan: StepPlan) {
-    return this.model.run(this.rewrite(plan))
-  }
-  async close() {}
-}
 
 type Rewrite = (plan: StepPlan) => StepPlan
 

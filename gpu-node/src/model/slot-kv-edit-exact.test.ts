@@ -18,6 +18,7 @@ import { toModelInfo, type ModelInfo, type ModelRunner, type StepPlan } from './
 import { readSessionIo, type SessionIo } from './session-io.ts'
 import { SlotKvCache } from './slot-kv-cache.ts'
 import { ModelTokenizer } from './tokenizer.ts'
+import { InProcessRunner } from '../../test/support/in-process-runner.ts'
 
 /**
  * The slot KV edit (slot-kv-edit.ts) must be exact: an Optimum-layout (concat) graph edited at
@@ -40,18 +41,6 @@ beforeAll(async () => {
   await generateModel({ preset: 'tiny', outDir: path('tiny', 'concat-external'), seed: 42, kvCache: 'concat', externalData: true })
 }, 60_000)
 afterAll(() => rmSync(root, { recursive: true, force: true }))
-
-/** The same ModelStep the worker runs, on this thread, so a control can swap its cache. */
-class InProcessRunner implements ModelRunner {
-  constructor(
-    readonly info: ModelInfo,
-    private readonly step_: ModelStep,
-  ) {}
-  step(plan: StepPlan) {
-    return this.step_.run(plan)
-  }
-  async close() {}
-}
 
 interface Opened {
   engine: Engine
