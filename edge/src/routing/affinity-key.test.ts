@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { parseMessagesRequest } from '../../../shared/src/dialects/anthropic-messages.ts'
 import { parseChatCompletionRequest } from '../../../shared/src/dialects/openai-chat.ts'
 import { parseCompletionRequest } from '../../../shared/src/dialects/openai-completions.ts'
-import { affinityKeyOf, TEXT_PREFIX_BYTES } from './affinity-key.ts'
+import { affinityKeyOf, TEXT_PREFIX_CHARS } from './affinity-key.ts'
 
 const SYSTEM = 'You are a careful assistant. '.repeat(20)
 
@@ -64,8 +64,8 @@ describe('affinityKeyOf', () => {
     expect(affinityKeyOf(anthropicTurn('a', 1), 't1', 'conv-9').source).toBe('context-id')
   })
 
-  it('keys a completions prompt by model and its first TEXT_PREFIX_BYTES bytes', () => {
-    const head = 'Document: ' + 'lorem ipsum '.repeat(TEXT_PREFIX_BYTES / 12 + 1)
+  it('keys a completions prompt by model and its first TEXT_PREFIX_CHARS characters', () => {
+    const head = 'Document: ' + 'lorem ipsum '.repeat(TEXT_PREFIX_CHARS / 12 + 1)
     const turn1 = key(parseCompletionRequest({ model: 'tiny', prompt: head + '\nQ: first?' }))
     const turn2 = key(parseCompletionRequest({ model: 'tiny', prompt: head + '\nQ: first?\nA: yes\nQ: second?' }))
     expect(turn2).toBe(turn1)

@@ -7,27 +7,27 @@
  * - Otherwise the conversation's stable prefix, which every later turn repeats unchanged: for chat
  *   (OpenAI chat, and Anthropic, whose `system` the parser turns into a leading system message)
  *   the messages up to and including the first user message — the system prompt(s) and the
- *   opening question; for a text prompt its first TEXT_PREFIX_BYTES bytes.
+ *   opening question; for a text prompt its first TEXT_PREFIX_CHARS characters.
  * Always with the tenant and the model: the node's prefix cache is per model and salted per
  * tenant, so two tenants' identical prompts share nothing there and need not meet.
  *
  * The parsed request is dialect-neutral (shared/src/generation.ts), so this never asks which
- * dialect it came from. The hash is FNV-1a 64 (fnv1a64.ts: fast and synchronous on both runtimes;
+ * dialect it came from. The hash is key-hash.ts (64-bit, fast and synchronous on both runtimes;
  * not a security boundary). Only the hash leaves this file — the Redis key `zl:aff:<hash>` —
  * never the text it was computed from, and it is never logged.
  */
 import type { GenerateRequest } from '../../../shared/src/generation.ts'
-import { Fnv1a64 } from './fnv1a64.ts'
+import { KeyHash } from './key-hash.ts'
 
 export const CONTEXT_ID_HEADER = 'x-zl-context-id'
 
 /**
- * How much of a text prompt names its prefix. A completions "conversation" resends a growing
- * prompt, so only a fixed-length head stays the same across turns; ~256 tokens (bytes/4) is
- * enough to tell documents and conversations apart. A prompt shorter than this is its own key
- * (and has little prefill to save).
+ * How much of a text prompt names its prefix, in characters (UTF-16 code units). A completions
+ * "conversation" resends a growing prompt, so only a fixed-length head stays the same across
+ * turns; ~256 tokens is enough to tell documents and conversations apart. A prompt shorter than
+ * this is its own key (and has little prefill to save).
  */
-export const TEXT_PREFIX_BYTES = 1024
+export const TEXT_PREFIX_CHARS = 1024
 
 /** Longest context id taken into the key (a longer one is cut: the head still names it). */
 const MAX_CONTEXT_ID_CHARS = 512
@@ -45,7 +45,7 @@ export interface AffinityKey {
 }
 
 export function affinityKeyOf(gen: GenerateRequest, tenant: string, contextIdHeader?: string | null): AffinityKey {
-  const h = new Fnv1a64().field(KEY_VERSION).field(tenant).field(gen.model)
+  const h = new KeyHash().field(KEY_VERSION).field(tenant).field(gen.model)
   const contextId = gen.contextId ?? cleanHeader(contextIdHeader)
   if (contextId !== undefined) {
     h.field('id').field(contextId.slice(0, MAX_CONTEXT_ID_CHARS))
@@ -59,7 +59,7 @@ export function affinityKeyOf(gen: GenerateRequest, tenant: string, contextIdHea
     }
   } else {
     // Last field: no length prefix, so a prompt that grows past the head keeps the same key.
-    h.field('text').text(gen.input.prompt, TEXT_PREFIX_BYTES)
+    h.field('text').text(gen.input.prompt, TEXT_PREFIX_CHARS)
   }
   return { hash: h.hex(), point: h.point(), source: 'prefix' }
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { DEFAULT_PREFILL_TOK_PER_SEC, prefillMs, routeByAffinity, type AffinityOptions, type Placement } from './affinity-route.ts'
-import { Fnv1a64 } from './fnv1a64.ts'
+import { KeyHash } from './key-hash.ts'
 import { ringOrder } from './hash-ring.ts'
 import { FRESH_MS, pickNodes, type RankedNode, type RoutableNode } from './pick-node.ts'
 
@@ -20,7 +20,7 @@ const fleet = (extra: Record<string, Partial<RoutableNode>> = {}) => [
   node('euw-2', 'eu-west', EU_WEST, extra['euw-2']),
 ]
 const rank = (nodes: RoutableNode[], client = NEW_YORK) => pickNodes(nodes, 'tiny', client, NOW)
-const point = (s: string) => new Fnv1a64().text(s).point()
+const point = (s: string) => new KeyHash().text(s).point()
 const opts = (promptTokens: number, loads: Record<string, number> = {}): AffinityOptions => ({
   balanceFactor: 1.25,
   promptTokens,

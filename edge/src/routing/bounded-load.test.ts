@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest'
 import { chooseBounded, loadCapacity } from './bounded-load.ts'
-import { Fnv1a64 } from './fnv1a64.ts'
+import { KeyHash } from './key-hash.ts'
 import { ringOrder } from './hash-ring.ts'
 
 type N = { id: string }
-const point = (s: string) => new Fnv1a64().text(s).point()
+const point = (s: string) => new KeyHash().text(s).point()
 
 /** Places `keys` one after another, each placed request adding 1 to its node's load. */
 function place(nodes: N[], keys: number[], c: number, initial: Record<string, number> = {}) {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
-import { Fnv1a64 } from './fnv1a64.ts'
+import { KeyHash } from './key-hash.ts'
 import { HashRing, ringFor, ringOrder } from './hash-ring.ts'
 
-const keyPoints = (n: number) => Array.from({ length: n }, (_, i) => new Fnv1a64().text(`conversation-${i}`).point())
+const keyPoints = (n: number) => Array.from({ length: n }, (_, i) => new KeyHash().text(`conversation-${i}`).point())
 const owners = (ring: HashRing, points: number[]) => points.map((p) => ring.walk(p)[0]!)
 
 describe('HashRing', () => {
@@ -55,7 +55,7 @@ describe('HashRing', () => {
 describe('ringOrder / ringFor', () => {
   it('orders node objects by the ring and reuses one ring per set of ids', () => {
     const nodes = [{ id: 'b' }, { id: 'a' }, { id: 'c' }]
-    const point = new Fnv1a64().text('k').point()
+    const point = new KeyHash().text('k').point()
     expect(ringOrder(nodes, point).map((n) => n.id)).toEqual(new HashRing(['a', 'b', 'c']).walk(point))
     expect(ringFor(['c', 'a', 'b'])).toBe(ringFor(['a', 'b', 'c']))
   })

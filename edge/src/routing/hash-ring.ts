@@ -9,7 +9,7 @@
  * (over the load bound: bounded-load.ts) and still agree with every other edge on the order:
  * the ring depends only on the set of ids, never on this isolate's history.
  */
-import { Fnv1a64 } from './fnv1a64.ts'
+import { KeyHash } from './key-hash.ts'
 
 /** Points per node: enough that each node's share of keys is within ~10–15% of fair (ketama uses 160). */
 export const POINTS_PER_NODE = 128
@@ -25,7 +25,7 @@ export class HashRing {
     this.ids = [...new Set(ids)].sort()
     const entries: Array<{ point: number; owner: number }> = []
     this.ids.forEach((id, owner) => {
-      for (let i = 0; i < pointsPerNode; i++) entries.push({ point: new Fnv1a64().field(id).text(`#${i}`).point(), owner })
+      for (let i = 0; i < pointsPerNode; i++) entries.push({ point: new KeyHash().field(id).text(`#${i}`).point(), owner })
     })
     entries.sort((a, b) => a.point - b.point || a.owner - b.owner)
     this.points = Uint32Array.from(entries, (e) => e.point)
