@@ -1,8 +1,8 @@
 /**
  * The edge app (DESIGN.md §3), one factory for both entries. The request path of a generate
  * call reads top to bottom: id + trace → auth → requests/min → body + validation → affinity key
- * → tokens/min (carrying the affinity read) → forward to the node chosen for it; after its response ends, one log line and one latency
- * sample (observe-request.ts).
+ * → tokens/min (carrying the affinity read) → forward to the node chosen for it; after its
+ * response ends, one log line and one latency sample (observe-request.ts).
  */
 import { Hono } from 'hono'
 import { DIALECTS, type DialectTable } from '../../shared/src/dialects/index.ts'
