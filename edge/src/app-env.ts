@@ -14,6 +14,10 @@ import type { DashboardAssets } from './dashboard/dashboard-assets.ts'
 import type { LimitDecision, RateLimiter } from './limits/rate-limiter.ts'
 import type { UpstreamFetch } from './proxy/forward.ts'
 import type { BodyOutcome } from './proxy/pass-through.ts'
+import type { ReadAlong } from './redis/read-along.ts'
+import type { AffinityKey } from './routing/affinity-key.ts'
+import type { AffinityMemory } from './routing/affinity-memory.ts'
+import type { AffinityReason } from './routing/affinity-route.ts'
 import type { NodeRegistry } from './routing/node-registry.ts'
 
 export interface EdgeDeps {
@@ -37,6 +41,17 @@ export interface EdgeDeps {
   now?: () => number
   /** sha256 of API keys and the request signature (default: Web Crypto; the Node entry: node:crypto). */
   digest?: Digest
+  /**
+   * Where conversations were last served (Redis-backed, its reads riding on the tokens/min call).
+   * Without it the app keeps an isolate-local memory: the ring still places keys, every edge alike.
+   */
+  affinity?: AffinityDeps
+}
+
+export interface AffinityDeps {
+  memory: AffinityMemory
+  /** Carries the memory's reads on the limiter's calls (redis/read-along.ts). */
+  readAlong?: ReadAlong
 }
 
 /** One structured log line per request (latency/observe-request.ts builds it; each entry picks where it goes). */
@@ -53,6 +68,8 @@ export interface GenerateInput {
 export interface Forwarded {
   nodeRegion: string
   failovers: number
+  /** How cache-affine routing placed it (routing/affinity-route.ts). */
+  affinity: AffinityReason
   /** Settles when the body ends, breaks or the client leaves. */
   finished: Promise<BodyOutcome>
 }
@@ -80,6 +97,8 @@ export interface AppEnv {
     rateLimit: RateLimitState
     /** validate.ts */
     generate: GenerateInput
+    /** affinity-key.ts (middleware): the request's affinity key; unset with AFFINITY=off. */
+    affinity?: AffinityKey
     /** routes/generate.ts, once a node answered: what latency/observe-request.ts records. */
     forwarded: Forwarded
   }

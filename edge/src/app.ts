@@ -1,8 +1,8 @@
 /**
  * The edge app (DESIGN.md §3), one factory for both entries. The request path of a generate
- * call reads top to bottom: id + trace → auth → requests/min → body + validation → tokens/min
- * → forward to the nearest healthy node; after its response ends, one log line and one latency
- * sample (observe-request.ts).
+ * call reads top to bottom: id + trace → auth → requests/min → body + validation → affinity key
+ * → tokens/min (carrying the affinity read) → forward to the node chosen for it; after its
+ * response ends, one log line and one latency sample (observe-request.ts).
  */
 import { Hono } from 'hono'
 import { DIALECTS, type DialectTable } from '../../shared/src/dialects/index.ts'
@@ -12,6 +12,7 @@ import { dashboardFile, dashboardPage } from './dashboard/dashboard-route.ts'
 import { latencyStats } from './dashboard/stats-route.ts'
 import { KeyCache } from './keys/key-cache.ts'
 import { consoleLog, observeRequests } from './latency/observe-request.ts'
+import { deriveAffinity } from './middleware/affinity.ts'
 import { authenticate } from './middleware/auth.ts'
 import { backgroundWork } from './middleware/background.ts'
 import { notFound, onError } from './middleware/errors.ts'
@@ -20,7 +21,9 @@ import { requestId } from './middleware/request-id.ts'
 import { validateGenerate } from './middleware/validate.ts'
 import { generate } from './routes/generate.ts'
 import { healthz, listModels, listRegions } from './routes/info.ts'
+import { createAffinityMemory } from './routing/affinity-memory.ts'
 import { edgeColo } from './routing/client-location.ts'
+import { RecentDispatches } from './routing/recent-dispatches.ts'
 
 export type { EdgeDeps } from './app-env.ts'
 
@@ -31,6 +34,10 @@ export function createApp(deps: EdgeDeps, dialects: DialectTable = DIALECTS): Ho
   const { config, limiter, registry } = deps
   const keys = new KeyCache(deps.keys, now)
   const codecs = dialects.codecs
+  // Per isolate: where conversations were served (Redis-backed from the entries), and the requests
+  // sent to each node that its heartbeat has not counted yet.
+  const affinity = deps.affinity ?? { memory: createAffinityMemory({ ttlMs: config.affinity.ttlMs, now }) }
+  const routing = { memory: affinity.memory, dispatches: new RecentDispatches(now) }
   const app = new Hono<AppEnv>()
 
   app.onError(onError(dialects))
@@ -59,8 +66,9 @@ export function createApp(deps: EdgeDeps, dialects: DialectTable = DIALECTS): Ho
       rateLimitHeaders(codec, now),
       limitRequests(limiter, now),
       validateGenerate(codec, config.maxBodyBytes, registry, now),
-      limitTokens(limiter, now),
-      generate(deps, now),
+      deriveAffinity(config.affinity),
+      limitTokens(limiter, now, affinity.readAlong),
+      generate(deps, now, routing),
     )
   }
   return app

@@ -18,6 +18,7 @@ describe('parseEdgeConfig', () => {
       upstreamConnectTimeoutMs: 2000,
       devMode: false,
       edgeRegion: 'local',
+      affinity: { enabled: true, balanceFactor: 1.25, ttlMs: 15 * 60_000 },
     })
     expect(c.adminToken).toBeUndefined()
   })
@@ -32,6 +33,15 @@ describe('parseEdgeConfig', () => {
     const c = parseEdgeConfig({ ...REQUIRED, DEV_MODE: '1', RATE_LIMIT_FAILURE_MODE: 'closed', RATE_LIMIT_TIMEOUT_MS: '150', MAX_BODY_BYTES: '', EDGE_LAT: '53.3' })
     expect(c).toMatchObject({ devMode: true, rateLimitFailureMode: 'closed', rateLimitTimeoutMs: 150, maxBodyBytes: 1024 * 1024, edgeLat: 53.3 })
     expect(parseEdgeConfig({ ...REQUIRED, DEV_MODE: 'false' }).devMode).toBe(false)
+  })
+
+  it('reads the affinity knobs: AFFINITY=off, a balance factor of at least 1, a TTL in ms', () => {
+    expect(parseEdgeConfig({ ...REQUIRED, AFFINITY: 'off', AFFINITY_BALANCE_FACTOR: '1.5', AFFINITY_TTL_MS: '600000' }).affinity).toEqual({ enabled: false, balanceFactor: 1.5, ttlMs: 600_000 })
+    expect(parseEdgeConfig({ ...REQUIRED, AFFINITY: '0' }).affinity.enabled).toBe(false)
+    expect(parseEdgeConfig({ ...REQUIRED, AFFINITY: 'on' }).affinity.enabled).toBe(true)
+    for (const bad of [{ AFFINITY: 'maybe' }, { AFFINITY_BALANCE_FACTOR: '0.9' }, { AFFINITY_TTL_MS: '10' }]) {
+      expect(() => parseEdgeConfig({ ...REQUIRED, ...bad })).toThrow(Object.keys(bad)[0])
+    }
   })
 
   it('names every bad variable and never echoes a value', () => {

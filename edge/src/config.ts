@@ -61,6 +61,12 @@ const EnvSchema = z.object({
   UPSTREAM_CONNECT_TIMEOUT_MS: int(1, 600_000).default(2000),
   /** How long a node may take to answer a non-streaming request; also sets x-zl-deadline-ms. */
   REQUEST_TIMEOUT_MS: int(1).default(300_000),
+  /** Cache-affine routing (edge/README.md): `off` routes as before, for comparisons. */
+  AFFINITY: z.enum(['on', 'off', '1', '0', 'true', 'false']).default('on'),
+  /** c of bounded-load hashing: a node may take a key while its load stays within c × the region's mean. */
+  AFFINITY_BALANCE_FACTOR: z.coerce.number().min(1).max(10).default(1.25),
+  /** How long `zl:aff:<hash>` remembers where a conversation was served (Redis TTL). */
+  AFFINITY_TTL_MS: int(1000, 24 * 3_600_000).default(15 * 60_000),
   DEV_MODE: flag,
   /** One JSON log line per request (default on); tests turn it off to keep their output readable. */
   REQUEST_LOG: flagOn,
@@ -89,10 +95,21 @@ export interface EdgeConfig {
   upstreamConnectTimeoutMs: number
   /** Until the node's response headers for non-streaming requests, and the deadline sent to the node. */
   requestTimeoutMs: number
+  /** Cache-affine routing (routing/affinity-route.ts). */
+  affinity: AffinityConfig
   /** Local development only: honours `x-zl-client-geo`. Never set in production configs. */
   devMode: boolean
   /** Write the per-request JSON log line (latency/observe-request.ts). */
   requestLog: boolean
+}
+
+export interface AffinityConfig {
+  /** AFFINITY=off: no affinity key, no Redis reads or writes for it, today's routing. */
+  enabled: boolean
+  /** c ≥ 1 (AFFINITY_BALANCE_FACTOR). */
+  balanceFactor: number
+  /** AFFINITY_TTL_MS. */
+  ttlMs: number
 }
 
 /** Parses Workers bindings or process.env; throws one Error naming every bad variable. */
@@ -115,6 +132,7 @@ export function parseEdgeConfig(env: Record<string, unknown>): EdgeConfig {
     edgeLon: e.EDGE_LON,
     upstreamConnectTimeoutMs: e.UPSTREAM_CONNECT_TIMEOUT_MS,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
+    affinity: { enabled: ['on', '1', 'true'].includes(e.AFFINITY), balanceFactor: e.AFFINITY_BALANCE_FACTOR, ttlMs: e.AFFINITY_TTL_MS },
     devMode: e.DEV_MODE,
     requestLog: e.REQUEST_LOG,
   }

@@ -1,40 +1,20 @@
 /**
- * `npm start [-- --regions N] [--edge node] [--model DIR]`: the whole local stack in the
+ * `npm start [-- --regions N] [--nodes-per-region N] [--edge node] [--model DIR]`: the whole local stack in the
  * foreground. Ctrl-C stops everything; a critical service dying stops everything with the reason.
  */
-import { parseArgs } from 'node:util'
-import { z } from 'zod'
-import { LOCAL, REGIONS, regionsFor, type StackOptions } from './stack-config.ts'
+import { LOCAL, stackNodes, type StackOptions } from './stack-config.ts'
+import { parseStackFlags } from './stack-flags.ts'
 import { startStack, type RunningStack } from './stack.ts'
-
-const Flags = z.object({
-  regions: z.coerce.number().int().min(1).max(9).default(REGIONS.length),
-  edge: z.enum(['wrangler', 'node']).default('wrangler'),
-  model: z.string().min(1).default('models/tiny'),
-})
-
-function parseFlags(argv: string[]): StackOptions {
-  const { values } = parseArgs({ args: argv, options: { regions: { type: 'string' }, edge: { type: 'string' }, model: { type: 'string' } } })
-  const parsed = Flags.safeParse(values)
-  if (!parsed.success) throw new Error(`bad flags: ${parsed.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('; ')}`)
-  return {
-    regions: parsed.data.regions,
-    edge: parsed.data.edge,
-    modelDir: parsed.data.model,
-    devApiKey: process.env.DEV_API_KEY ?? LOCAL.devApiKey,
-    adminToken: process.env.DEV_ADMIN_TOKEN ?? LOCAL.adminToken,
-  }
-}
 
 function banner(opts: StackOptions, stack: RunningStack): string {
   const model = opts.modelDir.replace(/\/+$/, '').split('/').pop()
   const url = stack.edgeUrl
-  const regions = regionsFor(opts.regions).map((r) => `${r.name} http://${LOCAL.host}:${r.port}`).join(', ')
+  const nodes = stackNodes(opts).map((n) => `${n.id} http://${LOCAL.host}:${n.port}`).join('\n              ')
   return `
 zerolayer local stack is up
   edge        ${url}   (${opts.edge === 'node' ? 'Node entry' : 'wrangler dev'})
   dashboard   ${url}/dashboard
-  regions     ${regions}
+  nodes       ${nodes}
   dev API key ${opts.devApiKey}   (tenant "dev")
   admin token ${opts.adminToken}
   logs        .stack/logs/
@@ -52,7 +32,7 @@ Ctrl-C stops everything.
 }
 
 async function main(): Promise<void> {
-  const opts = parseFlags(process.argv.slice(2))
+  const opts = parseStackFlags(process.argv.slice(2), process.env)
   const status = (line: string) => process.stdout.write(`[stack] ${line}\n`)
   let stack: RunningStack | undefined
   let stopping = false

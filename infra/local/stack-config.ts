@@ -31,9 +31,25 @@ export const LOCAL = {
   defaultTpm: 100_000_000,
 }
 
+/** One GPU node of the stack: the `index`-th (0-based) of its region. */
+export interface StackNode {
+  region: Region
+  index: number
+  /** NODE_ID: `local-<region>` for a region's first node (as with one node per region), `local-<region>-<n>` for the n-th. */
+  id: string
+  port: number
+  /** The supervisor's service name: `gpu-node-<region>`, `gpu-node-<region>-<n>`. */
+  service: string
+}
+
+/** Most nodes per region the fixed port layout has room for (ports 9101 + 10·k + region). */
+export const MAX_NODES_PER_REGION = 8
+
 export interface StackOptions {
   /** How many of REGIONS to run (1..REGIONS.length; more reuse the list with new ports). */
   regions: number
+  /** GPU nodes per region (default 1), each with its own port and node id: cache-affine routing spreads conversations over them. */
+  nodesPerRegion?: number
   edge: 'wrangler' | 'node'
   modelDir: string
   devApiKey: string
@@ -52,7 +68,7 @@ export interface PortPlan {
   redis: number
   bridge: number
   edge: number
-  /** One per region, in regionsFor order. */
+  /** One per node, region by region (every node of the first region, then the next…): stackNodes' order. */
   nodes: number[]
   /** wrangler dev's devtools port (default: wrangler picks one). */
   inspector?: number
@@ -60,22 +76,43 @@ export interface PortPlan {
 
 /** The ports this stack uses: `opts.ports`, else the fixed local layout (DESIGN.md §9). */
 export function portPlan(opts: StackOptions): PortPlan {
+  const perRegion = nodesPerRegion(opts)
   if (opts.ports) {
-    if (opts.ports.nodes.length < opts.regions) throw new Error(`port plan: ${opts.regions} regions need ${opts.regions} node ports`)
+    const needed = opts.regions * perRegion
+    if (opts.ports.nodes.length < needed) throw new Error(`port plan: ${opts.regions} regions × ${perRegion} nodes need ${needed} node ports`)
     return opts.ports
   }
   return {
     redis: LOCAL.redisPort,
     bridge: LOCAL.bridgePort,
     edge: opts.edge === 'node' ? LOCAL.nodeEdgePort : LOCAL.wranglerPort,
-    nodes: regionsFor(opts.regions).map((r) => r.port),
+    // A region's first node keeps its port (9101…); its k-th extra one is 10·k above it.
+    nodes: regionsFor(opts.regions).flatMap((r) => Array.from({ length: perRegion }, (_, k) => r.port + 10 * k)),
   }
 }
 
-/** The stack's regions, on the port plan's node ports. */
-export function stackRegions(opts: StackOptions): Region[] {
+export function nodesPerRegion(opts: Pick<StackOptions, 'nodesPerRegion'>): number {
+  const n = opts.nodesPerRegion ?? 1
+  if (!Number.isInteger(n) || n < 1 || n > MAX_NODES_PER_REGION) throw new Error(`nodes per region must be 1..${MAX_NODES_PER_REGION}, got ${n}`)
+  return n
+}
+
+/** Every GPU node of the stack, region by region, on the port plan's node ports. */
+export function stackNodes(opts: StackOptions): StackNode[] {
   const { nodes } = portPlan(opts)
-  return regionsFor(opts.regions).map((r, i) => ({ ...r, port: nodes[i]! }))
+  const perRegion = nodesPerRegion(opts)
+  return regionsFor(opts.regions).flatMap((region, i) =>
+    Array.from({ length: perRegion }, (_, index): StackNode => {
+      const suffix = index === 0 ? '' : `-${index + 1}`
+      const port = nodes[i * perRegion + index]!
+      return { region: { ...region, port: nodes[i * perRegion]! }, index, id: `local-${region.name}${suffix}`, port, service: `gpu-node-${region.name}${suffix}` }
+    }),
+  )
+}
+
+/** The stack's regions, each with its first node's port. */
+export function stackRegions(opts: StackOptions): Region[] {
+  return stackNodes(opts).filter((n) => n.index === 0).map((n) => n.region)
 }
 
 /** Regions 1..n; beyond the three named ones, numbered copies on the next ports. */
@@ -93,7 +130,7 @@ export function bridgeUrl(opts: StackOptions): string {
 /** The edge's environment (wrangler vars or the Node entry's env) for this stack. */
 export function edgeEnv(opts: StackOptions): Record<string, string> {
   const modelId = opts.modelDir.replace(/\/+$/, '').split('/').pop() ?? 'tiny'
-  const nodes = stackRegions(opts).map((r) => ({ id: `local-${r.name}`, url: `http://${LOCAL.host}:${r.port}`, region: r.name, lat: r.lat, lon: r.lon, models: [modelId] }))
+  const nodes = stackNodes(opts).map((n) => ({ id: n.id, url: `http://${LOCAL.host}:${n.port}`, region: n.region.name, lat: n.region.lat, lon: n.region.lon, models: [modelId] }))
   return {
     UPSTASH_REDIS_REST_URL: bridgeUrl(opts),
     UPSTASH_REDIS_REST_TOKEN: LOCAL.upstashToken,
@@ -110,21 +147,22 @@ export function edgeEnv(opts: StackOptions): Record<string, string> {
   }
 }
 
-/** A GPU node's environment for one region. */
-export function nodeEnv(opts: StackOptions, r: Region): Record<string, string> {
+/** One GPU node's environment. */
+export function nodeEnv(opts: StackOptions, node: StackNode): Record<string, string> {
+  const r = node.region
   return {
     MODEL_DIR: opts.modelDir,
     HOST: LOCAL.host,
-    PORT: String(r.port),
-    NODE_ID: `local-${r.name}`,
+    PORT: String(node.port),
+    NODE_ID: node.id,
     REGION: r.name,
     REGION_LAT: String(r.lat),
     REGION_LON: String(r.lon),
-    PUBLIC_URL: `http://${LOCAL.host}:${r.port}`,
+    PUBLIC_URL: `http://${LOCAL.host}:${node.port}`,
     EDGE_SHARED_SECRET: LOCAL.edgeSharedSecret,
     UPSTASH_REDIS_REST_URL: bridgeUrl(opts),
     UPSTASH_REDIS_REST_TOKEN: LOCAL.upstashToken,
-    // Three nodes share two cores locally: one ONNX Runtime thread each keeps them from thrashing.
+    // Several nodes share two cores locally: one ONNX Runtime thread each keeps them from thrashing.
     INTRA_OP_THREADS: '1',
     ...opts.nodeVars,
   }

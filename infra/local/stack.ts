@@ -1,5 +1,5 @@
 /**
- * `npm start`: redis-server → Upstash bridge → GPU nodes (one per region) → edge, each a child
+ * `npm start`: redis-server → Upstash bridge → GPU nodes (one per region, or `nodesPerRegion`) → edge, each a child
  * process under the Supervisor, started in that order, each waited on until it answers.
  */
 import { execFileSync } from 'node:child_process'
@@ -11,7 +11,7 @@ import { seedKey } from '../keys/key-admin.ts'
 import { ensureGeneratedModel } from '../../gpu-node/tools/generate-model/ensure-model.ts'
 import { RespConnection } from './redis-client.ts'
 import { findRedisServer } from './redis-process.ts'
-import { bridgeUrl, edgeEnv, LOCAL, nodeEnv, portPlan, stackRegions, type PortPlan, type Region, type StackOptions } from './stack-config.ts'
+import { bridgeUrl, edgeEnv, LOCAL, nodeEnv, portPlan, stackNodes, type PortPlan, type StackNode, type StackOptions } from './stack-config.ts'
 import { Supervisor, type ServiceSpec, type SupervisorEvents } from './supervisor.ts'
 
 const STATE_DIR = '.stack'
@@ -24,17 +24,19 @@ export interface RunningStack {
   edgeUrl: string
   /** The ports in use (the fixed local ones unless StackOptions.ports says otherwise). */
   ports: PortPlan
-  /** Supervisor service name of each region's GPU node: `gpu-node-<region>`. */
+  /** Supervisor service name of each region's (first) GPU node: `gpu-node-<region>`. */
   nodeService(region: string): string
+  /** Every GPU node's service name (`gpu-node-<region>`, `gpu-node-<region>-2`, …). */
+  nodeServices: string[]
   stop(): Promise<void>
 }
 
 export async function startStack(opts: StackOptions, events: SupervisorEvents): Promise<RunningStack> {
   const redisBin = ensureRedisInstalled(events)
-  const regions = stackRegions(opts)
+  const nodes = stackNodes(opts)
   const ports = portPlan(opts)
   const stateDir = opts.stateDir ?? STATE_DIR
-  await assertPortsFree([ports.redis, ports.bridge, ...regions.map((r) => r.port), ports.edge])
+  await assertPortsFree([ports.redis, ports.bridge, ...nodes.map((n) => n.port), ports.edge])
   if (await ensureGeneratedModel(opts.modelDir)) events.status(`generated ${opts.modelDir}`)
 
   const supervisor = new Supervisor(join(stateDir, 'logs'), events)
@@ -45,9 +47,9 @@ export async function startStack(opts: StackOptions, events: SupervisorEvents): 
     events.status(`starting the Upstash bridge on ${LOCAL.host}:${ports.bridge}`)
     await supervisor.start(bridgeSpec(ports))
     await seedKey(new Redis({ url: bridgeUrl(opts), token: LOCAL.upstashToken }), opts.devApiKey, { tenant: 'dev', name: 'local dev key', id: 'key_dev' })
-    for (const r of regions) {
-      events.status(`starting GPU node ${r.name} on ${LOCAL.host}:${r.port} (${opts.modelDir})`)
-      await supervisor.start(nodeSpec(opts, r))
+    for (const n of nodes) {
+      events.status(`starting GPU node ${n.id} (${n.region.name}) on ${LOCAL.host}:${n.port} (${opts.modelDir})`)
+      await supervisor.start(nodeSpec(opts, n))
     }
     events.status(opts.edge === 'node' ? `starting the Node edge on ${LOCAL.host}:${ports.edge}` : `starting the edge under wrangler dev on ${LOCAL.host}:${ports.edge}`)
     await supervisor.start(opts.edge === 'node' ? nodeEdgeSpec(opts) : wranglerSpec(opts, stateDir))
@@ -55,7 +57,7 @@ export async function startStack(opts: StackOptions, events: SupervisorEvents): 
     await stop()
     throw e
   }
-  return { supervisor, edgeUrl: `http://${LOCAL.host}:${ports.edge}`, ports, nodeService: nodeServiceName, stop }
+  return { supervisor, edgeUrl: `http://${LOCAL.host}:${ports.edge}`, ports, nodeService: nodeServiceName, nodeServices: nodes.map((n) => n.service), stop }
 }
 
 function nodeServiceName(region: string): string {
@@ -90,13 +92,13 @@ function bridgeSpec(ports: PortPlan): ServiceSpec {
  * environment: the supervisor's pid is then the node's, so a SIGKILL (a test's region outage, or
  * the supervisor's own stop) ends the node instead of orphaning it on its port.
  */
-function nodeSpec(opts: StackOptions, r: Region): ServiceSpec {
+function nodeSpec(opts: StackOptions, n: StackNode): ServiceSpec {
   return {
-    name: nodeServiceName(r.name),
+    name: n.service,
     command: process.execPath,
     args: [...TSX, 'gpu-node/src/main.ts'],
-    env: { ...nodeEnv(opts, r), ...NODE_MALLOC_ENV },
-    ready: () => httpAnswers(`http://${LOCAL.host}:${r.port}/readyz`),
+    env: { ...nodeEnv(opts, n), ...NODE_MALLOC_ENV },
+    ready: () => httpAnswers(`http://${LOCAL.host}:${n.port}/readyz`),
     critical: false,
   }
 }

@@ -87,4 +87,9 @@ export interface GenerateRequest {
   echo?: boolean
   /** vLLM extension `ignore_eos`: generate up to maxTokens past EOS (benchmarks). */
   ignoreEos?: boolean
+  /**
+   * The name the client gave this request's conversation (OpenAI `prompt_cache_key`): it routes
+   * the request to where that conversation's prefix is cached, and never selects cached tokens.
+   */
+  contextId?: string
 }

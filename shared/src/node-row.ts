@@ -11,6 +11,12 @@ export const NODE_FRESH_MS = 5000
 
 const load = z.coerce.number().catch(0)
 
+/**
+ * A figure a node may leave out (an older node, or one whose prefix cache is off): absent stays
+ * absent, and a malformed one reads as absent rather than failing the row.
+ */
+const optionalFigure = (schema: z.ZodNumber) => z.preprocess((v) => (v === undefined || v === null ? undefined : Number(v)), schema.optional()).catch(undefined)
+
 /** Lenient on load figures (a malformed figure reads as 0), strict on identity and place. */
 export const NodeRow = z.object({
   id: z.string().min(1),
@@ -26,10 +32,13 @@ export const NodeRow = z.object({
   kvUsedFrac: load,
   /** Generated tokens per second, recent. */
   tokPerSec: load,
-  /** Prompt tokens per second of prefill, smoothed: what a cached prefix saves, in time (edge affinity). */
-  prefillTokPerSec: load,
-  /** Prefix-cache hits ÷ lookups over the last minute, 0..1; absent when the node's cache is off. */
-  prefixHitRate: z.coerce.number().min(0).max(1).optional().catch(undefined),
+  /**
+   * Prompt tokens per second this node prefills, recent (optional): what the edge's cross-region
+   * affinity rule prices a cache miss with (edge/src/routing/affinity-route.ts).
+   */
+  prefillTokPerSec: optionalFigure(z.number().positive().finite()),
+  /** Share of recent prompt tokens served from the node's prefix cache, 0..1 (optional; shown, not routed on). */
+  prefixHitRate: optionalFigure(z.number().min(0).max(1)),
   draining: z.boolean().catch(false),
   /** Epoch ms of the beat. */
   ts: z.coerce.number(),

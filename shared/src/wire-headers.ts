@@ -1,5 +1,5 @@
 /**
- * The edge → GPU node header contract (DESIGN.md §4), plus the two the edge adds to its own
+ * The edge → GPU node header contract (DESIGN.md §4), plus the three the edge adds to its own
  * response. The node trusts these only after verifying `x-zl-signature` (signature.ts).
  */
 
@@ -19,6 +19,8 @@ export const WIRE_HEADERS = {
   region: 'x-zl-region',
   /** Response header: how many upstream attempts failed before the one that answered. */
   failover: 'x-zl-failover',
+  /** Response header: how cache-affine routing placed the request (hit | spread | moved | none). */
+  affinity: 'x-zl-affinity',
 } as const
 
 export interface WireHeaders {

@@ -31,6 +31,10 @@ export interface Env {
   EDGE_LON?: string
   UPSTREAM_CONNECT_TIMEOUT_MS?: string
   REQUEST_TIMEOUT_MS?: string
+  /** Cache-affine routing: `off` routes as before (default on); its balance factor and Redis TTL. */
+  AFFINITY?: string
+  AFFINITY_BALANCE_FACTOR?: string
+  AFFINITY_TTL_MS?: string
   DEV_MODE?: string
   /** "0" turns the per-request JSON log line off (default on). */
   REQUEST_LOG?: string

@@ -7,7 +7,7 @@
  *   FROM zerolayer_edge_latency WHERE timestamp > NOW() - INTERVAL '1' HOUR GROUP BY region
  *
  * Columns: blob1 edge, blob2 node region ('' if none), blob3 model ('' if unknown), blob4 tenant
- * ('' if none), blob5 outcome; double1 TTFB ms (-1 if none), double2 total ms, double3 status,
+ * ('' if none), blob5 outcome, blob6 affinity (hit | spread | moved | none; '' if no node answered); double1 TTFB ms (-1 if none), double2 total ms, double3 status,
  * double4 failovers; index1 tenant (the sampling key, so one tenant's burst never thins another's).
  * `writeDataPoint` is fire-and-forget: it neither waits nor throws for a full buffer.
  */
@@ -25,7 +25,7 @@ export function createAnalyticsEngineRecorder(dataset: AnalyticsEngineDataset): 
   return {
     async record(s) {
       dataset.writeDataPoint({
-        blobs: [s.edge, s.nodeRegion ?? '', s.model ?? '', s.tenant ?? '', s.outcome],
+        blobs: [s.edge, s.nodeRegion ?? '', s.model ?? '', s.tenant ?? '', s.outcome, s.affinity ?? ''],
         doubles: [s.ttfbMs ?? -1, s.totalMs, s.status, s.failovers],
         indexes: [truncateUtf8(s.tenant ?? '', MAX_INDEX_BYTES)],
       })

@@ -3,6 +3,7 @@
  * observe-request middleware builds it, recorders store it (Redis per-minute histograms,
  * Workers Analytics Engine). Optional: the app runs without a recorder.
  */
+import type { AffinityReason } from '../routing/affinity-route.ts'
 import type { RequestOutcome } from './outcome.ts'
 
 export interface LatencySample {
@@ -26,6 +27,8 @@ export interface LatencySample {
   totalMs: number
   /** Upstream attempts that failed before the one that answered. */
   failovers: number
+  /** How cache-affine routing placed it (hit | spread | moved | none); undefined when no node answered. */
+  affinity?: AffinityReason
 }
 
 export interface LatencyRecorder {

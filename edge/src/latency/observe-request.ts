@@ -75,7 +75,7 @@ function requestFacts(c: Context<AppEnv>, edge: string, forwarded: Forwarded | u
     sample: {
       requestId: c.get('requestId'),
       edge,
-      ...(forwarded ? { nodeRegion: forwarded.nodeRegion } : {}),
+      ...(forwarded ? { nodeRegion: forwarded.nodeRegion, affinity: forwarded.affinity } : {}),
       ...(model !== undefined ? { model } : {}),
       // The admin token is no tenant: its requests are counted under `all` only.
       ...(principal && !principal.admin ? { tenant: principal.tenant } : {}),
@@ -103,6 +103,7 @@ function toLogLine(s: LatencySample, req: { method: string; path: string; tracep
     ttfbMs: s.ttfbMs ?? null,
     durationMs: s.totalMs,
     failovers: s.failovers,
+    affinity: s.affinity ?? null,
   }
 }
 

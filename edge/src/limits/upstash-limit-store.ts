@@ -8,8 +8,12 @@
  * Options fixed for the edge: no ephemeral cache (it would keep refusing after a refund), no
  * analytics, no deny-list protection (it fetches a list from the internet), and no library
  * timeout (its fail-open would bypass RATE_LIMIT_FAILURE_MODE; rate-limiter.ts bounds the time).
+ *
+ * With `readAlong`, a token-bucket call also carries the reads requests asked for alongside
+ * their charge (redis/read-along.ts: the affinity memory's GET), in the same pipeline.
  */
 import { Ratelimit } from '@upstash/ratelimit'
+import { carryingReads, type ReadAlongSource, type ScriptRedis } from '../redis/read-along.ts'
 import type { LimitDecision, LimitStore } from './rate-limiter.ts'
 
 /** Ratelimit's redis parameter: any @upstash/redis client (Node or Cloudflare build). */
@@ -18,15 +22,27 @@ export type UpstashRedis = ConstructorParameters<typeof Ratelimit>[0]['redis']
 export const REQUESTS_PREFIX = 'zl:rl:req'
 export const TOKENS_PREFIX = 'zl:rl:tok'
 
-export function createUpstashLimitStore(redis: UpstashRedis): LimitStore {
+export interface UpstashLimitStoreOptions {
+  /** Reads to carry on each API key's tokens/min calls (the client must then also pipeline). */
+  readAlong?: ReadAlongSource
+}
+
+/** The API key whose token bucket a script's keys name (@upstash/ratelimit keys it `<prefix>:<identifier>`). */
+export function tokenBucketKeyId(scriptKeys: readonly string[]): string | undefined {
+  const first = scriptKeys[0]
+  return first?.startsWith(`${TOKENS_PREFIX}:`) ? first.slice(TOKENS_PREFIX.length + 1) : undefined
+}
+
+export function createUpstashLimitStore(redis: UpstashRedis, options: UpstashLimitStoreOptions = {}): LimitStore {
+  const tokenRedis = options.readAlong ? carryingReads(redis as UpstashRedis & ScriptRedis, options.readAlong, tokenBucketKeyId) : redis
   // Limits differ per key, the Redis keys do not: one Ratelimit per distinct limit value.
   const requestLimiters = new Map<number, Ratelimit>()
   const tokenLimiters = new Map<number, Ratelimit>()
-  const make = (prefix: string, limiter: ConstructorParameters<typeof Ratelimit>[0]['limiter']) =>
-    new Ratelimit({ redis, limiter, prefix, ephemeralCache: false, analytics: false, timeout: 0, enableProtection: false })
+  const make = (client: UpstashRedis, prefix: string, limiter: ConstructorParameters<typeof Ratelimit>[0]['limiter']) =>
+    new Ratelimit({ redis: client, limiter, prefix, ephemeralCache: false, analytics: false, timeout: 0, enableProtection: false })
 
-  const forRequests = (rpm: number) => memo(requestLimiters, rpm, () => make(REQUESTS_PREFIX, Ratelimit.slidingWindow(rpm, '60 s')))
-  const forTokens = (tpm: number) => memo(tokenLimiters, tpm, () => make(TOKENS_PREFIX, Ratelimit.tokenBucket(tpm / 60, '1 s', tpm)))
+  const forRequests = (rpm: number) => memo(requestLimiters, rpm, () => make(redis, REQUESTS_PREFIX, Ratelimit.slidingWindow(rpm, '60 s')))
+  const forTokens = (tpm: number) => memo(tokenLimiters, tpm, () => make(tokenRedis, TOKENS_PREFIX, Ratelimit.tokenBucket(tpm / 60, '1 s', tpm)))
 
   return {
     async requests(keyId, rpm, opts) {

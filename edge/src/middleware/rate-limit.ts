@@ -12,6 +12,8 @@ import { ApiError } from '../../../shared/src/api-error.ts'
 import type { DialectCodec, LimitKind } from '../../../shared/src/dialects/index.ts'
 import type { AppEnv, RateLimitState } from '../app-env.ts'
 import type { LimitDecision, RateLimiter } from '../limits/rate-limiter.ts'
+import type { ReadAlong } from '../redis/read-along.ts'
+import { affinityRedisKey } from '../routing/affinity-memory.ts'
 
 /** Completion tokens assumed for a request without max_tokens. */
 export const UNBOUNDED_COMPLETION_TOKENS = 1024
@@ -44,7 +46,12 @@ export function limitRequests(limiter: RateLimiter, now: () => number): Middlewa
   }
 }
 
-export function limitTokens(limiter: RateLimiter, now: () => number): MiddlewareHandler<AppEnv> {
+/**
+ * `readAlong`: the request's affinity entry is read in the same Redis round trip as its token
+ * charge, when the charge goes to Redis (redis/read-along.ts); it is withdrawn once the charge is
+ * decided, so a charge served from a lease reads nothing and waits for nothing.
+ */
+export function limitTokens(limiter: RateLimiter, now: () => number, readAlong?: ReadAlong): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const state = c.get('rateLimit')
     // Redis already failed this request's requests/min check and the failure policy admitted it
@@ -54,7 +61,14 @@ export function limitTokens(limiter: RateLimiter, now: () => number): Middleware
     const { keyId, tpm } = c.get('principal')
     const { body, gen } = c.get('generate')
     const cost = tokenCost(body.byteLength, gen.maxTokens)
-    const decision = await limiter.chargeTokens(keyId, tpm, cost, c.get('waitUntil'))
+    const affinity = c.get('affinity')
+    const withdraw = affinity && readAlong ? readAlong.ask(keyId, affinityRedisKey(affinity.hash)) : undefined
+    let decision: LimitDecision
+    try {
+      decision = await limiter.chargeTokens(keyId, tpm, cost, c.get('waitUntil'))
+    } finally {
+      withdraw?.()
+    }
     state.tokens = decision
     if (!decision.success) {
       const message = cost > tpm

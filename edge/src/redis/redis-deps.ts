@@ -1,6 +1,7 @@
 /**
  * What both entries build from Redis: key store, rate limiter with its failure policy, node
- * registry, latency recorder and reader. Only the REST client class differs (Workers vs Node),
+ * registry, latency recorder and reader, and the affinity memory whose reads ride on the
+ * limiter's tokens/min calls (read-along.ts). Only the REST client class differs (Workers vs Node),
  * so each entry passes a factory; everything else is wired once, here.
  */
 import type { EdgeDeps } from '../app-env.ts'
@@ -11,14 +12,18 @@ import { createRedisLatencyReader, createRedisLatencyRecorder, LATENCY_READ_TIME
 import { withFailurePolicy } from '../limits/rate-limiter.ts'
 import { createLeasedLimitStore, DEFAULT_LEASE } from '../limits/leased-limit-store.ts'
 import { createUpstashLimitStore, type UpstashRedis } from '../limits/upstash-limit-store.ts'
+import { createAffinityMemory, type AffinityRedis } from '../routing/affinity-memory.ts'
 import { createNodeRegistry, REGISTRY_TIMEOUT_MS, type RegistryRedis } from '../routing/node-registry.ts'
+import { createReadAlong, type ScriptRedis } from './read-along.ts'
 import { singleFlight } from './single-flight.ts'
 
 /** Longest a key lookup may take before the request is answered 503 (a cached key needs none). */
 export const KEY_LOOKUP_TIMEOUT_MS = 1000
+/** An affinity write may take this long (in the background, after the response started): then it is dropped. */
+export const AFFINITY_WRITE_TIMEOUT_MS = 2000
 
 /** A REST client bounded by `timeoutMs` per command. */
-export type RedisFactory = (timeoutMs: number) => KeyRedis & UpstashRedis & RegistryRedis & LatencyRedis
+export type RedisFactory = (timeoutMs: number) => KeyRedis & UpstashRedis & ScriptRedis & RegistryRedis & LatencyRedis & AffinityRedis
 
 /**
  * Options for every @upstash/redis client of the edge: no retries (the failure policy decides
@@ -48,17 +53,21 @@ export interface RedisDepsOptions {
   coalesce?: boolean
 }
 
-export function createRedisBackedDeps(config: EdgeConfig, redis: RedisFactory, options: RedisDepsOptions = {}): Pick<EdgeDeps, 'keys' | 'limiter' | 'registry' | 'latency' | 'latencyReader'> {
+export function createRedisBackedDeps(config: EdgeConfig, redis: RedisFactory, options: RedisDepsOptions = {}): Pick<EdgeDeps, 'keys' | 'limiter' | 'registry' | 'latency' | 'latencyReader' | 'affinity'> {
   const latencyRedis = redis(LATENCY_WRITE_TIMEOUT_MS)
+  const memory = createAffinityMemory({ ttlMs: config.affinity.ttlMs, ...(config.affinity.enabled ? { redis: redis(AFFINITY_WRITE_TIMEOUT_MS) } : {}) })
+  const readAlong = createReadAlong((key, value) => memory.learn(key, value))
+  const limitStore = createUpstashLimitStore(redis(config.rateLimitTimeoutMs), config.affinity.enabled ? { readAlong } : {})
   return {
     keys: options.coalesce ? coalescedLookups(createRedisKeyStore(redis(KEY_LOOKUP_TIMEOUT_MS))) : createRedisKeyStore(redis(KEY_LOOKUP_TIMEOUT_MS)),
-    limiter: withFailurePolicy(createLeasedLimitStore(createUpstashLimitStore(redis(config.rateLimitTimeoutMs)), { ...DEFAULT_LEASE, coalesce: options.coalesce }), {
+    limiter: withFailurePolicy(createLeasedLimitStore(limitStore, { ...DEFAULT_LEASE, coalesce: options.coalesce }), {
       mode: config.rateLimitFailureMode,
       timeoutMs: config.rateLimitTimeoutMs,
     }),
     registry: createNodeRegistry({ redis: redis(REGISTRY_TIMEOUT_MS), fallback: config.gpuNodes, coalesce: options.coalesce }),
     latency: options.latencyBatching ? createBatchingLatencyRecorder(latencyRedis, options.latencyBatching) : createRedisLatencyRecorder(latencyRedis),
     latencyReader: createRedisLatencyReader(redis(LATENCY_READ_TIMEOUT_MS)),
+    affinity: { memory, readAlong },
   }
 }
 

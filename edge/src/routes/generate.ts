@@ -1,31 +1,54 @@
 /**
  * The generate handler (after auth, limits and validation): rank nodes for the model and the
- * client's location, forward, and answer with the node's response. A request refused after its
- * token charge (no node, or the node's own 4xx/5xx) gets the charge back before the answer goes
- * out, so the client's next request already sees it.
+ * client's location, place the request by its affinity key (routing/affinity-route.ts: where its
+ * prefix is likely cached, within the load bound), forward, and answer with the node's response.
+ * A request refused after its token charge (no node, or the node's own 4xx/5xx) gets the charge
+ * back before the answer goes out, so the client's next request already sees it. Once a node has
+ * answered, where the key was served is remembered in the background, never in front of the stream.
  */
 import type { Context } from 'hono'
 import { ApiError } from '../../../shared/src/api-error.ts'
 import { formatTraceparent } from '../../../shared/src/trace-context.ts'
+import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { AppEnv, EdgeDeps } from '../app-env.ts'
 import { CLIENT_CLOSED_STATUS } from '../latency/outcome.ts'
 import { refundCharge } from '../middleware/rate-limit.ts'
 import { forward, ClientGone, type ForwardResult } from '../proxy/forward.ts'
+import type { AffinityMemory } from '../routing/affinity-memory.ts'
+import { routeByAffinity, type AffinityReason, type AffinityRoute } from '../routing/affinity-route.ts'
 import { clientLocation, edgeColo } from '../routing/client-location.ts'
-import { pickNodes } from '../routing/pick-node.ts'
+import { pickNodes, type RankedNode } from '../routing/pick-node.ts'
+import type { RecentDispatches } from '../routing/recent-dispatches.ts'
 
-export function generate(deps: EdgeDeps, now: () => number) {
+/** What the handler keeps across requests (per isolate). */
+export interface GenerateRouting {
+  memory: AffinityMemory
+  dispatches: RecentDispatches
+}
+
+export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRouting) {
   return async (c: Context<AppEnv>): Promise<Response> => {
     const { codec, gen, body } = c.get('generate')
     const principal = c.get('principal')
     const table = await deps.registry.table(c.get('waitUntil'))
     const ranked = pickNodes(table.nodes, gen.model, clientLocation(c.req.raw, deps.config), now())
     const edge = edgeColo(c.req.raw) ?? deps.config.edgeRegion
+    const key = c.get('affinity')
+    const route: AffinityRoute = key
+      ? routeByAffinity(ranked, key.point, routing.memory.recall(key.hash), {
+          balanceFactor: deps.config.affinity.balanceFactor,
+          // The same estimate as the token charge: body bytes / 4.
+          promptTokens: Math.ceil(body.byteLength / 4),
+          loadOf: (n: RankedNode) => n.running + n.waiting + routing.dispatches.unseen(n.id, n.ts),
+        })
+      : { nodes: ranked, reason: 'none' }
+    // Counted as load on its node from now on, so the next requests of a burst see it.
+    const dispatch = route.nodes[0] ? routing.dispatches.begin(route.nodes[0].id) : undefined
 
     let result: ForwardResult
     try {
-      if (ranked.length === 0) throw new ApiError('upstream_unavailable', 'No GPU node serving this model is available right now; please retry.', { retryAfterMs: 1000 })
-      result = await forward(ranked, {
+      if (route.nodes.length === 0) throw new ApiError('upstream_unavailable', 'No GPU node serving this model is available right now; please retry.', { retryAfterMs: 1000 })
+      result = await forward(route.nodes, {
         path: codec.path,
         body,
         stream: gen.stream,
@@ -48,14 +71,24 @@ export function generate(deps: EdgeDeps, now: () => number) {
         now,
       })
     } catch (e) {
+      dispatch?.end()
       await refundCharge(c, deps.limiter)
       if (e instanceof ClientGone) return new Response(null, { status: CLIENT_CLOSED_STATUS })
       throw e
     }
+    if (dispatch) {
+      dispatch.moveTo(result.node.id)
+      const end = () => dispatch.end()
+      result.finished.then(end, end)
+    }
     if (result.response.status >= 400) await refundCharge(c, deps.limiter)
 
+    // A failover took it off the chosen node: it is not where the key's prefix was expected.
+    const affinity: AffinityReason = !key ? 'none' : result.node === route.nodes[0] ? route.reason : 'moved'
+    if (key && result.response.status < 400) routing.memory.remember(key.hash, { region: result.node.region, node: result.node.id }, c.get('waitUntil'))
+    result.response.headers.set(WIRE_HEADERS.affinity, affinity)
     // latency/observe-request.ts records and logs the request once this body ends.
-    c.set('forwarded', { nodeRegion: result.node.region, failovers: result.failedAttempts, finished: result.finished })
+    c.set('forwarded', { nodeRegion: result.node.region, failovers: result.failedAttempts, affinity, finished: result.finished })
     return result.response
   }
 }

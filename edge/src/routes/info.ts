@@ -41,6 +41,9 @@ export function listRegions(deps: EdgeDeps, now: () => number) {
       maxBatch: n.maxBatch,
       kvUsedFrac: n.kvUsedFrac,
       tokPerSec: n.tokPerSec,
+      // Published by nodes with a prefix cache; null where a node publishes none.
+      prefillTokPerSec: n.prefillTokPerSec ?? null,
+      prefixHitRate: n.prefixHitRate ?? null,
     }))
     return c.json({
       edge: deps.config.edgeRegion,

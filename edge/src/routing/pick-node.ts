@@ -25,6 +25,10 @@ export interface RoutableNode extends GeoPoint {
   waiting: number
   kvUsedFrac: number
   tokPerSec: number
+  /** Prompt tokens/s it prefills (heartbeat, optional): prices a cache miss in affinity-route.ts. */
+  prefillTokPerSec?: number
+  /** Share of recent prompt tokens served from its prefix cache, 0..1 (heartbeat, optional; shown in /v1/regions). */
+  prefixHitRate?: number
   draining: boolean
   /** Heartbeat epoch ms; undefined for a static entry, which never goes stale. */
   ts?: number

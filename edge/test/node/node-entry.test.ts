@@ -90,6 +90,8 @@ describe('Node entry over an HTTP/2 upstream', () => {
     const res = await chat(`one-${crypto.randomUUID()}`)
     expect(res.status).toBe(200)
     expect(res.headers.get('x-zl-region')).toBe('us-east')
+    // The region's one node is every key's ring home (the relayed stream keeps the edge's headers).
+    expect(res.headers.get('x-zl-affinity')).toBe('hit')
     expect(await res.text()).toContain('data: [DONE]')
   })
 

@@ -115,7 +115,8 @@ describe('latency records in workerd', () => {
     const app = observedApp({ LATENCY: { writeDataPoint: (p) => void points.push(p) } })
     await app.call(edgeRequest('/v1/chat/completions', chatBody(), { key, geo: REGION_COORDS['ap-south'] }))
     expect(points).toHaveLength(1)
-    expect(points[0]!.blobs).toEqual(['local', 'ap-south', 'tiny', tenant, 'ok'])
+    // blob6: a conversation seen nowhere yet goes to its ring home, the region's one node.
+    expect(points[0]!.blobs).toEqual(['local', 'ap-south', 'tiny', tenant, 'ok', 'hit'])
     expect(points[0]!.indexes).toEqual([tenant])
     const [ttfb, total, status, failovers] = points[0]!.doubles!
     expect(ttfb).toBeGreaterThanOrEqual(0)

@@ -216,7 +216,7 @@ describe('node table from Redis heartbeats', () => {
     const redis = testRedis()
     await redis.hset(nodesKey, {
       'us-east': row('us-east', { draining: true }),
-      'eu-west': row('eu-west', {}),
+      'eu-west': row('eu-west', { prefixHitRate: 0.42, prefillTokPerSec: 2000 }),
       'ap-south': row('ap-south', { ts: now - 60_000 }),
     })
     const registry = createNodeRegistry({ redis, fallback: [], nodesKey })
@@ -231,6 +231,8 @@ describe('node table from Redis heartbeats', () => {
     expect(table.source).toBe('registry')
     expect(table.nodes.map((n: any) => [n.id, n.fresh, n.draining])).toEqual([['ap-south', false, false], ['eu-west', true, false], ['us-east', true, true]])
     expect(table.nodes[0].url).toBeUndefined() // node URLs are for the admin token only
+    // The prefix-cache figures a node publishes, null where it publishes none.
+    expect(table.nodes.map((n: any) => [n.id, n.prefixHitRate, n.prefillTokPerSec])).toEqual([['ap-south', null, null], ['eu-west', 0.42, 2000], ['us-east', null, null]])
     await redis.del(nodesKey)
   })
 

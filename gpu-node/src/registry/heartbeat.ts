@@ -73,7 +73,7 @@ export function startHeartbeat(opts: HeartbeatOptions): Heartbeat {
       kvUsedFrac: s.kvUsedFrac,
       tokPerSec: s.tokPerSec,
       // For the edge's cache-affine routing (edge/README.md): what a cached prefix is worth in time here, and how often prompts hit.
-      prefillTokPerSec: Math.round(s.prefillTokPerSec),
+      ...(s.prefillTokPerSec > 0 ? { prefillTokPerSec: Math.round(s.prefillTokPerSec) } : {}),
       ...(rate !== undefined ? { prefixHitRate: Math.round(rate * 1000) / 1000 } : {}),
       draining: s.draining || opts.isDraining(),
       ts: t,

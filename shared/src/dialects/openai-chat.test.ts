@@ -106,6 +106,14 @@ describe('parseChatCompletionRequest', () => {
     expect(req.model).toBe('tiny')
   })
 
+  it('reads prompt_cache_key as the context id (absent, null or empty: none)', () => {
+    expect(parseChatCompletionRequest({ ...base, prompt_cache_key: 'conv-42' }).contextId).toBe('conv-42')
+    for (const body of [base, { ...base, prompt_cache_key: null }, { ...base, prompt_cache_key: '' }]) {
+      expect('contextId' in parseChatCompletionRequest(body)).toBe(false)
+    }
+    expect(rejection({ ...base, prompt_cache_key: 42 }).param).toBe('prompt_cache_key')
+  })
+
   it('rejects an unknown field by name', () => {
     const err = rejection({ ...base, temprature: 0.5 })
     expect(err.code).toBe('invalid_request')

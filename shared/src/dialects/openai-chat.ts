@@ -7,7 +7,7 @@ import type { ChatMessage, GenerateRequest, Usage } from '../generation.ts'
 import { SSE_DONE, sseData } from '../sse.ts'
 import type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
 import { OPENAI_ERRORS, vllmContextLengthExceeded } from './openai-errors.ts'
-import { nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, streamFields, toOpenAIUsage, toStreamSettings } from './openai-fields.ts'
+import { nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, promptCacheKeyField, streamFields, toContextId, toOpenAIUsage, toStreamSettings } from './openai-fields.ts'
 import { OPENAI_LIMIT_HEADERS } from './openai-limit-headers.ts'
 import { maxTokensField, samplingFields, stopField, toSamplingRequest, toStopList } from './sampling-fields.ts'
 import { validateBody } from './validate-body.ts'
@@ -37,6 +37,7 @@ export const ChatCompletionRequest = z.strictObject({
   logprobs: z.literal(false, { error: 'must be false: log probabilities are not available' }).nullish(),
   ...samplingFields,
   ...streamFields,
+  ...promptCacheKeyField,
   ...openAIHarmlessFields,
 })
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequest>
@@ -55,6 +56,8 @@ export function parseChatCompletionRequest(body: unknown): GenerateRequest {
   const maxTokens = req.max_completion_tokens ?? req.max_tokens
   if (maxTokens != null) out.maxTokens = maxTokens
   if (req.ignore_eos) out.ignoreEos = true
+  const contextId = toContextId(req)
+  if (contextId !== undefined) out.contextId = contextId
   return out
 }
 

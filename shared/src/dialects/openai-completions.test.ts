@@ -31,6 +31,11 @@ describe('parseCompletionRequest', () => {
     expect(req.maxTokens).toBe(100)
   })
 
+  it('reads prompt_cache_key as the context id', () => {
+    expect(parseCompletionRequest({ ...base, prompt_cache_key: 'doc-7' }).contextId).toBe('doc-7')
+    expect('contextId' in parseCompletionRequest(base)).toBe(false)
+  })
+
   it('reads streaming with usage', () => {
     expect(parseCompletionRequest({ ...base, stream: true, stream_options: { include_usage: true } })).toMatchObject({ stream: true, includeUsage: true })
   })

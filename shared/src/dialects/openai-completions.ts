@@ -8,7 +8,7 @@ import type { GenerateRequest, Usage } from '../generation.ts'
 import { SSE_DONE, sseData } from '../sse.ts'
 import type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
 import { OPENAI_ERRORS, vllmContextLengthExceeded } from './openai-errors.ts'
-import { nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, streamFields, toOpenAIUsage, toStreamSettings } from './openai-fields.ts'
+import { nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, promptCacheKeyField, streamFields, toContextId, toOpenAIUsage, toStreamSettings } from './openai-fields.ts'
 import { OPENAI_LIMIT_HEADERS } from './openai-limit-headers.ts'
 import { maxTokensField, samplingFields, stopField, toSamplingRequest, toStopList } from './sampling-fields.ts'
 import { validateBody } from './validate-body.ts'
@@ -31,6 +31,7 @@ export const CompletionRequest = z.strictObject({
   logprobs: z.null({ error: 'must be null: log probabilities are not available' }).optional(),
   ...samplingFields,
   ...streamFields,
+  ...promptCacheKeyField,
   ...openAIHarmlessFields,
 })
 export type CompletionRequest = z.infer<typeof CompletionRequest>
@@ -49,6 +50,8 @@ export function parseCompletionRequest(body: unknown): GenerateRequest {
   }
   if (req.echo) out.echo = true
   if (req.ignore_eos) out.ignoreEos = true
+  const contextId = toContextId(req)
+  if (contextId !== undefined) out.contextId = contextId
   return out
 }
 

@@ -21,6 +21,21 @@ export const openAIHarmlessFields = {
   parallel_tool_calls: z.boolean().nullish(),
 }
 
+/**
+ * OpenAI's `prompt_cache_key` (chat and completions): a name for requests that share a prefix,
+ * e.g. one conversation. It only routes (the edge sends the requests it names to where their
+ * prefix is cached); it never chooses cached tokens, which the node finds by token hash, so a
+ * wrong or reused name can cost a cache miss but never another conversation's KV.
+ */
+export const promptCacheKeyField = {
+  prompt_cache_key: z.string().nullish(),
+}
+
+/** The request's context id (GenerateRequest.contextId), when it named one. */
+export function toContextId(body: { prompt_cache_key?: string | null }): string | undefined {
+  return body.prompt_cache_key ? body.prompt_cache_key : undefined
+}
+
 /** One choice per request: n > 1 would multiply work behind one rate-limit charge and one stream. */
 export const nField = z.literal(1, { error: 'must be 1: n > 1 is not supported; send separate requests for more completions' }).nullish()
 

@@ -17,6 +17,8 @@ export { pollUntil }
 
 export interface TestStackOptions {
   regions?: number
+  /** GPU nodes per region (default 1). */
+  nodesPerRegion?: number
   edge?: 'wrangler' | 'node'
   edgeVars?: Record<string, string>
   nodeVars?: Record<string, string>
@@ -59,10 +61,12 @@ export const GEO: Record<string, string> = Object.fromEntries(REGIONS.map((r) =>
 
 export async function startTestStack(options: TestStackOptions = {}): Promise<TestStack> {
   const regions = options.regions ?? 2
+  const nodesPerRegion = options.nodesPerRegion ?? 1
   const stateDir = mkdtempSync(join(tmpdir(), 'zl-e2e-'))
-  const [redis, bridge, edge, inspector, ...nodes] = await Promise.all(Array.from({ length: 4 + regions }, () => freePort()))
+  const [redis, bridge, edge, inspector, ...nodes] = await Promise.all(Array.from({ length: 4 + regions * nodesPerRegion }, () => freePort()))
   const opts: StackOptions = {
     regions,
+    nodesPerRegion,
     edge: options.edge ?? 'wrangler',
     modelDir: 'models/tiny',
     devApiKey: LOCAL.devApiKey,
@@ -93,7 +97,7 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
     throw e
   }
   // A test worker that dies must not leave a stack behind holding ports and cores.
-  const services = ['edge', ...stackRegions(opts).map((r) => running.nodeService(r.name)), 'upstash-bridge', 'redis']
+  const services = ['edge', ...running.nodeServices, 'upstash-bridge', 'redis']
   const killAll = () => {
     for (const s of services) {
       const pid = running.supervisor.pid(s)

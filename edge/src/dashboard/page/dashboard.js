@@ -225,6 +225,7 @@
           cell(typeof n.waiting === 'number' ? String(n.waiting) : '–'),
           cell(typeof n.kvUsedFrac === 'number' ? `${(100 * n.kvUsedFrac).toFixed(1)}%` : '–'),
           cell(typeof n.tokPerSec === 'number' ? n.tokPerSec.toFixed(0) : '–'),
+          cell(typeof n.prefixHitRate === 'number' ? `${(100 * n.prefixHitRate).toFixed(0)}%` : '–'),
           cell(n.ageMs == null ? 'static' : `${(n.ageMs / 1000).toFixed(1)} s ago`),
         )
         return tr

@@ -1,0 +1,16 @@
+/**
+ * Step 4c (after validation, before tokens/min): the request's affinity key
+ * (routing/affinity-key.ts), which the tokens/min call then carries a read for and the generate
+ * route places by. Unset with AFFINITY=off: the request routes as it did before affinity existed.
+ */
+import type { MiddlewareHandler } from 'hono'
+import type { AppEnv } from '../app-env.ts'
+import type { AffinityConfig } from '../config.ts'
+import { affinityKeyOf, CONTEXT_ID_HEADER } from '../routing/affinity-key.ts'
+
+export function deriveAffinity(config: AffinityConfig): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    if (config.enabled) c.set('affinity', affinityKeyOf(c.get('generate').gen, c.get('principal').tenant, c.req.header(CONTEXT_ID_HEADER)))
+    return next()
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * The affinity key (edge/README.md "Cache-affine routing"): which requests are likely to share a
+ * cached prefix on a GPU node, derived from the validated request without tokenizing.
+ *
+ * - A name the client gave the conversation wins: OpenAI's `prompt_cache_key` (the dialect parser
+ *   puts it in GenerateRequest.contextId), else the `x-zl-context-id` header (any dialect).
+ * - Otherwise the conversation's stable prefix, which every later turn repeats unchanged: for chat
+ *   (OpenAI chat, and Anthropic, whose `system` the parser turns into a leading system message)
+ *   the messages up to and including the first user message — the system prompt(s) and the
+ *   opening question; for a text prompt its first TEXT_PREFIX_CHARS characters.
+ * Always with the tenant and the model: the node's prefix cache is per model and salted per
+ * tenant, so two tenants' identical prompts share nothing there and need not meet.
+ *
+ * The parsed request is dialect-neutral (shared/src/generation.ts), so this never asks which
+ * dialect it came from. The hash is key-hash.ts (64-bit, fast and synchronous on both runtimes;
+ * not a security boundary). Only the hash leaves this file — the Redis key `zl:aff:<hash>` —
+ * never the text it was computed from, and it is never logged.
+ */
+import type { GenerateRequest } from '../../../shared/src/generation.ts'
+import { KeyHash } from './key-hash.ts'
+
+export const CONTEXT_ID_HEADER = 'x-zl-context-id'
+
+/**
+ * How much of a text prompt names its prefix, in characters (UTF-16 code units). A completions
+ * "conversation" resends a growing prompt, so only a fixed-length head stays the same across
+ * turns; ~256 tokens is enough to tell documents and conversations apart. A prompt shorter than
+ * this is its own key (and has little prefill to save).
+ */
+export const TEXT_PREFIX_CHARS = 1024
+
+/** Longest context id taken into the key (a longer one is cut: the head still names it). */
+const MAX_CONTEXT_ID_CHARS = 512
+
+/** Changes whenever the derivation does, so keys made by an older edge never alias new ones. */
+const KEY_VERSION = 'zl-aff-1'
+
+export interface AffinityKey {
+  /** 16 hex digits; the Redis key is `zl:aff:<hash>`. */
+  hash: string
+  /** The key's point on a region's hash ring (hash-ring.ts). */
+  point: number
+  /** What it was derived from (a log/metric label; never the text itself). */
+  source: 'context-id' | 'prefix'
+}
+
+export function affinityKeyOf(gen: GenerateRequest, tenant: string, contextIdHeader?: string | null): AffinityKey {
+  const h = new KeyHash().field(KEY_VERSION).field(tenant).field(gen.model)
+  const contextId = gen.contextId ?? cleanHeader(contextIdHeader)
+  if (contextId !== undefined) {
+    h.field('id').field(contextId.slice(0, MAX_CONTEXT_ID_CHARS))
+    return { hash: h.hex(), point: h.point(), source: 'context-id' }
+  }
+  if (gen.input.kind === 'chat') {
+    h.field('chat')
+    for (const m of gen.input.messages) {
+      h.field(m.role).field(m.content)
+      if (m.role === 'user') break
+    }
+  } else {
+    // Last field: no length prefix, so a prompt that grows past the head keeps the same key.
+    h.field('text').text(gen.input.prompt, TEXT_PREFIX_CHARS)
+  }
+  return { hash: h.hex(), point: h.point(), source: 'prefix' }
+}
+
+function cleanHeader(value: string | null | undefined): string | undefined {
+  const v = value?.trim()
+  return v ? v : undefined
+}

@@ -1,0 +1,104 @@
+/**
+ * Cache-affine routing (edge/README.md "Cache-affine routing"), pure: given today's ranking
+ * (pick-node.ts: usable nodes serving the model, cheapest `RTT + queue wait` first), a request's
+ * affinity key and where that key was last served (affinity-memory.ts), choose the node.
+ *
+ * Within a region: bounded-load consistent hashing (bounded-load.ts). The remembered node comes
+ * first while it has room under the bound (the latest turn's KV is there); otherwise the ring
+ * walk from the key's point decides, so every edge agrees on a new conversation's node without
+ * any memory at all.
+ *
+ * Across regions: the best region by today's rule, unless the key was last served by a node in
+ * another region that is still usable, has room under its region's bound, and costs less extra
+ * than it saves:
+ *   stay while  cost(that node) − cost(best region's node)  <  prompt tokens ÷ prefill tokens/s
+ * where cost is pick-node's estimated RTT + queue wait, and the right side is the prefill the
+ * move would repeat: the prompt's estimated tokens (body bytes / 4) at the would-be node's
+ * published `prefillTokPerSec` (DEFAULT_PREFILL_TOK_PER_SEC if it publishes none). A short
+ * conversation follows its client; a long one stays where its cache is until the detour
+ * outweighs recomputing it.
+ *
+ * Nodes that are draining, stale, marked down or lack the model are not in the ranking, so they
+ * are never chosen; a remembered node among them counts as gone, with the prefix it held: the
+ * request is placed as a new key would be ("moved"), not on a peer of the lost node.
+ */
+import { chooseBounded, loadBound } from './bounded-load.ts'
+import type { RankedNode } from './pick-node.ts'
+
+/**
+ * How the request was placed, as the `x-zl-affinity` header and the latency record say:
+ * - `hit`: on the node that should hold the key's prefix — where it was last served, or (a key
+ *   seen nowhere yet) its ring home in the best region;
+ * - `spread`: that node was over the load bound, so the next node on the ring took it;
+ * - `moved`: the key was last served elsewhere and that no longer pays (the extra RTT exceeds the
+ *   prefill saved) or is no longer possible (node drained, stale, down or gone), or the chosen
+ *   node failed and another answered;
+ * - `none`: no affinity (AFFINITY=off).
+ */
+export type AffinityReason = 'hit' | 'spread' | 'moved' | 'none'
+
+/** Where a key was last served. */
+export interface Placement {
+  region: string
+  node: string
+  /** Epoch ms it was written (a newer placement wins). */
+  atMs: number
+}
+
+/**
+ * Prefill rate assumed for a node that publishes none: the order of a 7–8B model on one current
+ * data-centre GPU. At this rate a 4k-token conversation is worth ~400 ms of extra RTT — an ocean
+ * — and a 400-token one ~40 ms, a neighbouring region.
+ */
+export const DEFAULT_PREFILL_TOK_PER_SEC = 10_000
+
+export interface AffinityOptions {
+  /** c of the bounded-load rule (≥ 1). */
+  balanceFactor: number
+  /** The request's estimated prompt tokens. */
+  promptTokens: number
+  /** A node's load: running + waiting from its heartbeat, plus this isolate's requests it has not counted yet. */
+  loadOf(node: RankedNode): number
+}
+
+export interface AffinityRoute {
+  /** The chosen node first, then today's ranking for failover. */
+  nodes: RankedNode[]
+  reason: AffinityReason
+}
+
+export function routeByAffinity(ranked: readonly RankedNode[], point: number, remembered: Placement | undefined, opts: AffinityOptions): AffinityRoute {
+  if (ranked.length === 0) return { nodes: [], reason: 'none' }
+  const best = ranked[0]!
+  const region = (name: string) => ranked.filter((n) => n.region === name)
+  // The prefix lives on one node: a remembered node that is no longer usable took it along.
+  const holder = remembered === undefined ? undefined : ranked.find((n) => n.id === remembered.node)
+
+  let choice: { node: RankedNode; reason: AffinityReason }
+  if (remembered === undefined) {
+    choice = placeInRegion(region(best.region), point, undefined, opts)
+  } else if (!holder) {
+    choice = { node: chooseBounded(region(best.region), point, opts.loadOf, opts.balanceFactor).node, reason: 'moved' }
+  } else if (holder.region === best.region) {
+    choice = placeInRegion(region(best.region), point, holder, opts)
+  } else {
+    // Staying pays only on the holder itself, and only while it has room under its region's bound.
+    const move = chooseBounded(region(best.region), point, opts.loadOf, opts.balanceFactor).node
+    const roomy = loadBound(region(holder.region), opts.loadOf, opts.balanceFactor).fits(holder)
+    const extraMs = holder.costMs - move.costMs
+    choice = roomy && extraMs < prefillMs(opts.promptTokens, move) ? { node: holder, reason: 'hit' } : { node: move, reason: 'moved' }
+  }
+  return { nodes: [choice.node, ...ranked.filter((n) => n !== choice.node)], reason: choice.reason }
+}
+
+/** The prefill a node would spend on `tokens` it does not have cached, in ms. */
+export function prefillMs(tokens: number, node: Pick<RankedNode, 'prefillTokPerSec'>): number {
+  return (tokens / (node.prefillTokPerSec ?? DEFAULT_PREFILL_TOK_PER_SEC)) * 1000
+}
+
+/** One region's choice: the key's holder while it has room under the bound, else the bounded ring walk. */
+function placeInRegion(nodes: RankedNode[], point: number, holder: RankedNode | undefined, opts: AffinityOptions): { node: RankedNode; reason: AffinityReason } {
+  if (holder && loadBound(nodes, opts.loadOf, opts.balanceFactor).fits(holder)) return { node: holder, reason: 'hit' }
+  const walk = chooseBounded(nodes, point, opts.loadOf, opts.balanceFactor)
+  return { node: walk.node, reason: walk.node === (holder ?? walk.home) ? 'hit' : 'spread' }
+}

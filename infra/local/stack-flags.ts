@@ -1,0 +1,29 @@
+/**
+ * `npm start`'s flags (`--regions N`, `--nodes-per-region N`, `--edge node`, `--model DIR`) and
+ * dev credentials from the environment → StackOptions, parsed once with zod.
+ */
+import { parseArgs } from 'node:util'
+import { z } from 'zod'
+import { LOCAL, MAX_NODES_PER_REGION, REGIONS, type StackOptions } from './stack-config.ts'
+
+const Flags = z.object({
+  regions: z.coerce.number().int().min(1).max(9).default(REGIONS.length),
+  'nodes-per-region': z.coerce.number().int().min(1).max(MAX_NODES_PER_REGION).default(1),
+  edge: z.enum(['wrangler', 'node']).default('wrangler'),
+  model: z.string().min(1).default('models/tiny'),
+})
+
+export function parseStackFlags(argv: string[], env: Record<string, string | undefined>): StackOptions {
+  const { values } = parseArgs({ args: argv, options: { regions: { type: 'string' }, 'nodes-per-region': { type: 'string' }, edge: { type: 'string' }, model: { type: 'string' } } })
+  const parsed = Flags.safeParse(values)
+  if (!parsed.success) throw new Error(`bad flags: ${parsed.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('; ')}`)
+  return {
+    regions: parsed.data.regions,
+    nodesPerRegion: parsed.data['nodes-per-region'],
+    edge: parsed.data.edge,
+    modelDir: parsed.data.model,
+    devApiKey: env.DEV_API_KEY ?? LOCAL.devApiKey,
+    adminToken: env.DEV_ADMIN_TOKEN ?? LOCAL.adminToken,
+  }
+}
+
