@@ -35,6 +35,9 @@ export const TARGETS: Target[] = [
   { key: 'edge.wrangler_added_ttfb_ms_p50_c1', label: 'wrangler dev added TTFB p50 at concurrency 1, ms', kind: 'report' },
   { key: 'prefix.warm_turn_ttft_speedup', label: 'multi-turn chat, turns 2–6 p50 TTFT without ÷ with the prefix cache (16 conversations, 512-token shared system prompt)', kind: 'min', target: 5 },
   { key: 'prefix.zero_hit_throughput_ratio', label: 'tokens/s with ÷ without the prefix cache, prompts that share nothing', kind: 'min', target: 0.98 },
+  { key: 'prefix.affine_cached_share', label: 'cached ÷ prompt tokens of turns 2–6 through the Node edge, 2 nodes in a region, cache-affine routing', kind: 'min', target: 0.75 },
+  { key: 'prefix.nonaffine_cached_share', label: 'the same with affinity off (routing by RTT + queue wait only)', kind: 'report' },
+  { key: 'prefix.hot_prompt_max_over_mean_load', label: '64 conversations with one system prompt over 2 nodes: most-loaded ÷ mean requests', kind: 'max', target: 1.5 },
   { key: 'cancel.stopped_within_two_steps', label: 'disconnected streams whose KV the node freed within two steps', kind: 'all-of', of: 'cancel.tried' },
   { key: 'ratelimit.check_ms_p50', label: '@upstash/ratelimit check via the local bridge, p50 ms', kind: 'max', target: 2 },
 ]

@@ -45,6 +45,8 @@ export interface RequestRecord {
   text?: string
   /** Prompt tokens the server reused from its prefix cache, when it said. */
   cachedTokens?: number
+  /** Prompt tokens as the server counted them, when it said. */
+  promptTokens?: number
   /** Gaps between consecutive text frames, ms. */
   gapsMs: number[]
   error?: string
@@ -54,6 +56,8 @@ export interface RequestRecord {
   cutOff?: boolean
   /** The response's server-timing header (the edge reports its own time and the upstream's). */
   serverTiming?: string
+  /** The edge's cache-affine routing decision (x-zl-affinity). */
+  affinity?: string
 }
 
 /** A keep-alive agent for a benchmark client: no body/header timeouts (streams are gappy), unlimited connections. */
@@ -88,6 +92,7 @@ export async function sendRequest(spec: RequestSpec): Promise<RequestRecord> {
     rec.status = res.statusCode
     rec.headersMs = since()
     if (res.headers['server-timing']) rec.serverTiming = String(res.headers['server-timing'])
+    if (res.headers['x-zl-affinity']) rec.affinity = String(res.headers['x-zl-affinity'])
     const contentType = String(res.headers['content-type'] ?? '')
     if (!spec.stream || res.statusCode !== 200 || !contentType.startsWith('text/event-stream')) {
       const chunks: Buffer[] = []
@@ -128,6 +133,7 @@ export async function sendRequest(spec: RequestSpec): Promise<RequestRecord> {
           if (m.error) rec.error = m.error
           if (m.usageTokens !== undefined) usageTokens = m.usageTokens
           if (m.cachedTokens !== undefined) rec.cachedTokens = m.cachedTokens
+          if (m.promptTokens !== undefined) rec.promptTokens = m.promptTokens
           if (m.text) {
             rec.textFrames++
             if (spec.captureText) rec.text = (rec.text ?? '') + m.text

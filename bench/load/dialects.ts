@@ -41,6 +41,8 @@ export interface FrameMeaning {
   usageTokens?: number
   /** Prompt tokens the server reused from its prefix cache (OpenAI cached_tokens, Anthropic cache_read_input_tokens). */
   cachedTokens?: number
+  /** Every prompt token, as the server counted them (OpenAI usage.prompt_tokens). */
+  promptTokens?: number
   done?: boolean
   error?: string
 }
@@ -76,6 +78,7 @@ export function readFrame(dialect: BenchDialect, event: string | undefined, data
   if (typeof text === 'string' && text !== '') out.text = text
   if (json.usage && typeof json.usage.completion_tokens === 'number') out.usageTokens = json.usage.completion_tokens
   if (typeof json.usage?.prompt_tokens_details?.cached_tokens === 'number') out.cachedTokens = json.usage.prompt_tokens_details.cached_tokens
+  if (typeof json.usage?.prompt_tokens === 'number') out.promptTokens = json.usage.prompt_tokens
   return out
 }
 

@@ -12,16 +12,18 @@
  *   number), 128-token prompts, 64 new tokens; `zero_hit_throughput_ratio` = tokens/s with the
  *   cache ÷ without, alternating A B A B, medians (the cache's cost when it never helps: chain
  *   hashing and block saves).
+ * - Routing through the edge (prefix-routing.ts): the cached share with and without cache-affine
+ *   routing over two nodes, and how a hot prompt spreads.
  */
 import { ensureGeneratedModel } from '../../gpu-node/tools/generate-model/ensure-model.ts'
 import { benchAgent, sendRequest, type RequestRecord } from '../load/client.ts'
+import { runConversations } from './prefix-chat.ts'
 import { buildBody } from '../load/dialects.ts'
 import { textPromptOfLength } from '../lib/prompts.ts'
 import type { BenchContext, SectionResult } from '../lib/report-types.ts'
 import { startGpuNode, type GpuNode } from '../lib/services.ts'
 import { median, percentile, round } from '../lib/stats.ts'
-
-type Turn = { role: 'system' | 'user' | 'assistant'; content: string }
+import { measureAffinity } from './prefix-routing.ts'
 
 export async function runPrefix(ctx: BenchContext, opts: { modelDir?: string } = {}): Promise<SectionResult> {
   const modelDir = opts.modelDir ?? 'models/small'
@@ -34,22 +36,7 @@ export async function runPrefix(ctx: BenchContext, opts: { modelDir?: string } =
   try {
     const system = textPromptOfLength(modelDir, 512).text
     const users = Array.from({ length: shape.conversations * shape.turns }, (_, i) => textPromptOfLength(modelDir, 64, 1 + i).text)
-    const chat = async (node: GpuNode) => {
-      const records = await Promise.all(Array.from({ length: shape.conversations }, async (_, c) => {
-        const messages: Turn[] = [{ role: 'system', content: system }]
-        const out: RequestRecord[] = []
-        for (let t = 0; t < shape.turns; t++) {
-          messages.push({ role: 'user', content: users[c * shape.turns + t]! })
-          const body = buildBody('openai-chat', { model: node.model, text: '', messages, maxTokens: 32, stream: true, ignoreEos: true })
-          const rec = await sendRequest({ origin: node.url, dialect: 'openai-chat', body, stream: true, dispatcher: agent, captureText: true, timeoutMs: 300_000 })
-          if (rec.error) throw new Error(`multi-turn request failed: ${rec.error}`)
-          out.push(rec)
-          messages.push({ role: 'assistant', content: rec.text ?? '' })
-        }
-        return out
-      }))
-      return records
-    }
+    const chat = (node: GpuNode) => runConversations({ origin: node.url, model: node.model, system, users, conversations: shape.conversations, turns: shape.turns, dispatcher: agent })
     ctx.log(`multi-turn: ${shape.conversations} conversations × ${shape.turns} turns, 512-token shared system prompt, without the cache`)
     const cold = await chat(off)
     ctx.log('multi-turn: the same, with the cache')
@@ -86,9 +73,12 @@ export async function runPrefix(ctx: BenchContext, opts: { modelDir?: string } =
     const ratio = median(withCache) / median(without)
     ctx.log(`zero hits: ${round(median(withCache), 1)} tok/s with the cache, ${round(median(without), 1)} without (${round(ratio, 3)}); cached tokens ${zeroHitCached}`)
     const cachedShare = (runs: RequestRecord[][]) => runs.flatMap((turns) => turns.slice(1)).reduce((n, r) => n + (r.cachedTokens ?? 0), 0)
+    await Promise.all([on.stop(), off.stop()])
+    const routing = await measureAffinity(ctx, modelDir, shape)
     return {
-      figures: { warm_turn_ttft_speedup: round(speedup, 2), zero_hit_throughput_ratio: round(ratio, 3) },
+      figures: { warm_turn_ttft_speedup: round(speedup, 2), zero_hit_throughput_ratio: round(ratio, 3), ...routing.figures },
       raw: {
+        ...routing.raw,
         model: modelDir,
         conversations: shape.conversations,
         turns: shape.turns,
