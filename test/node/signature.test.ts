@@ -111,3 +111,26 @@ describe('edge signatures on a node that requires them', () => {
     expect((await post(node.url, CHAT, body, { headers: { ...headers, 'x-request-id': 'someone-else' } })).status).toBe(401)
   })
 })
+
+/**
+ * The prefix cache is per tenant (vLLM's cache_salt): a tenant's repeat of a prompt finds it
+ * cached, another tenant's identical prompt does not — from the tenant the signed request names.
+ */
+describe('the prefix cache behind signatures', () => {
+  const longChat = { model: 'tiny', messages: [{ role: 'system', content: 'You are a careful assistant for the signature tests, answering in a few words only.' }, { role: 'user', content: 'hello' }], max_tokens: 2, temperature: 0 }
+  const cachedFor = async (tenant: string): Promise<number> => {
+    const body = JSON.stringify(longChat)
+    const res = await post(node.url, CHAT, body, { headers: { ...(await signedHeaders(CHAT, body)), 'x-zl-tenant': tenant } })
+    expect(res.status).toBe(200)
+    const json = (await res.json()) as { usage: { prompt_tokens: number; prompt_tokens_details: { cached_tokens: number } } }
+    expect(json.usage.prompt_tokens).toBeGreaterThan(16)
+    return json.usage.prompt_tokens_details.cached_tokens
+  }
+
+  it('shares cached blocks within a tenant and never across tenants', async () => {
+    expect(await cachedFor('tenant-a')).toBe(0)
+    expect(await cachedFor('tenant-a')).toBeGreaterThan(0)
+    expect(await cachedFor('tenant-b')).toBe(0)
+    expect(await cachedFor('tenant-b')).toBeGreaterThan(0)
+  })
+})

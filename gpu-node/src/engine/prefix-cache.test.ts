@@ -29,6 +29,11 @@ describe('PrefixCache keys', () => {
     expect(chainOf(cache, [1, 2, 3, 4, 5, 6, 7, 8])).toEqual(a)
     // The same second block after another first block is another key.
     expect(chainOf(cache, [0, 2, 3, 4, 5, 6, 7, 8])[1]).not.toBe(a[1])
+    // Another salt (tenant) keys the same tokens differently.
+    const salted: string[] = []
+    cache.extendChain(salted, [1, 2, 3, 4, 5, 6, 7, 8], 8, 'tenant-b')
+    expect(salted[0]).not.toBe(a[0])
+    expect(salted[1]).not.toBe(a[1])
     // Another model's cache keys the same tokens differently.
     expect(chainOf(new PrefixCache(B, 16, 'other-model'), [1, 2, 3, 4])[0]).not.toBe(a[0])
   })

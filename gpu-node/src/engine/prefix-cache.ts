@@ -48,13 +48,18 @@ export class PrefixCache {
     return this.byHash.size
   }
 
-  /** Extends `chain` (the keys of tokens' first chain.length blocks) to every complete block of tokens[0..upTo). */
-  extendChain(chain: string[], tokens: readonly number[], upTo: number): void {
+  /**
+   * Extends `chain` (the keys of tokens' first chain.length blocks) to every complete block of
+   * tokens[0..upTo). The chain starts from the model and `salt` (the tenant): the same tokens
+   * under another salt are other keys, so they never share blocks.
+   */
+  extendChain(chain: string[], tokens: readonly number[], upTo: number, salt = ''): void {
     const b = this.blockTokens
     while ((chain.length + 1) * b <= upTo) {
       const k = chain.length
       const ids = Int32Array.from(tokens.slice(k * b, (k + 1) * b))
-      chain.push(createHash('sha256').update(k === 0 ? this.root : chain[k - 1]).update(new Uint8Array(ids.buffer)).digest('base64'))
+      const parent = k === 0 ? `${this.root}\u0000${salt}` : chain[k - 1]
+      chain.push(createHash('sha256').update(parent).update(new Uint8Array(ids.buffer)).digest('base64'))
     }
   }
 

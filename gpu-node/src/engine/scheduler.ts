@@ -163,7 +163,7 @@ export class Scheduler {
   private saveBlocks(seq: Sequence): void {
     const cache = this.prefix
     if (!cache) return
-    cache.extendChain(seq.chain, seq.tokens, seq.kvLen)
+    cache.extendChain(seq.chain, seq.tokens, seq.kvLen, seq.req.cacheSalt)
     const b = cache.blockTokens
     while (seq.blocks.length < seq.chain.length && (seq.blocks.length + 1) * b <= seq.kvLen) {
       const k = seq.blocks.length
@@ -180,7 +180,7 @@ export class Scheduler {
   /** Cached blocks `seq` would reuse now (computing its chain as needed). */
   private prefixHit(seq: Sequence): number {
     if (!this.prefix) return 0
-    this.prefix.extendChain(seq.chain, seq.tokens, seq.tokens.length)
+    this.prefix.extendChain(seq.chain, seq.tokens, seq.tokens.length, seq.req.cacheSalt)
     return this.prefix.peek(seq.chain, seq.tokens.length)
   }
 

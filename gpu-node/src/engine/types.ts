@@ -43,6 +43,8 @@ export interface EngineRequest {
   deadlineMs?: number
   /** Skip EOS (for benchmarks that need a fixed number of tokens). */
   ignoreEos?: boolean
+  /** Prefix-cache salt: requests reuse each other's cached blocks only when their salts are equal (the tenant). */
+  cacheSalt?: string
 }
 
 /** What a request's consumer receives, in order: zero or more `text`, then exactly one `finish`. */

@@ -19,8 +19,12 @@ export interface SignedRequest {
   body: Uint8Array
 }
 
-/** Resolves when the request may proceed; rejects with ApiError('unauthorized'). */
-export type SignatureCheck = (req: SignedRequest) => Promise<void>
+/**
+ * Resolves when the request may proceed: true when it was verified as the edge's (so the tenant
+ * it names is one the edge vouches for), false under ALLOW_UNSIGNED; rejects with
+ * ApiError('unauthorized').
+ */
+export type SignatureCheck = (req: SignedRequest) => Promise<boolean>
 
 const MESSAGES: Record<'missing' | 'malformed' | 'expired' | 'mismatch', string> = {
   missing: 'Missing request signature.',
@@ -31,7 +35,7 @@ const MESSAGES: Record<'missing' | 'malformed' | 'expired' | 'mismatch', string>
 
 export function createSignatureCheck(opts: { secret?: string; allowUnsigned: boolean; now?: () => number }): SignatureCheck {
   const { secret } = opts
-  if (opts.allowUnsigned || secret === undefined) return async () => {}
+  if (opts.allowUnsigned || secret === undefined) return async () => false
   const now = opts.now ?? Date.now
   return async (req) => {
     const result = await verifySignature({
@@ -44,5 +48,6 @@ export function createSignatureCheck(opts: { secret?: string; allowUnsigned: boo
       nowMs: now(),
     }, nodeDigest)
     if (!result.ok) throw new ApiError('unauthorized', MESSAGES[result.reason])
+    return true
   }
 }

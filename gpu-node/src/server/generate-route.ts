@@ -44,7 +44,7 @@ interface Prepared {
 export async function handleGenerate(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps): Promise<void> {
   if (deps.state.draining) throw drainingError()
   const body = await readBody(ctx.req, deps.maxBodyBytes)
-  await deps.checkSignature({
+  const signed = await deps.checkSignature({
     method: ctx.req.method ?? 'POST',
     path: ctx.path,
     requestId: ctx.requestIdHeader,
@@ -52,6 +52,10 @@ export async function handleGenerate(ctx: RequestContext, codec: DialectCodec, d
     body,
   })
   const prepared = prepare(ctx, codec, deps, parseJsonBody(body))
+  // Cached KV is shared only within a tenant (vLLM's cache_salt): a shared cache would let one
+  // tenant learn from timing whether another sent a prompt. Only a tenant the edge vouches for
+  // (a verified signature) salts; direct unsigned use shares one salt.
+  if (signed && ctx.wire.tenant) prepared.engineReq.cacheSalt = ctx.wire.tenant
   if (ctx.clientGone) {
     // Gone while we verified and tokenized: nothing to run, nothing to answer.
     ctx.outcome.errorCode = 'client_aborted'
