@@ -5,11 +5,13 @@
  * tunnel's route to the Service. If the node changes, these fail before a cluster finds out.
  */
 import { readFileSync } from 'node:fs'
+import { basename, dirname } from 'node:path'
 import { parse as parseToml } from 'smol-toml'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parse as parseYaml } from 'yaml'
 import { parseNodeConfig, type NodeConfig } from '../../gpu-node/src/config.ts'
 import { startTestNode, type TestNode } from '../../gpu-node/test/support/test-node.ts'
+import { isPresetName } from '../../gpu-node/tools/generate-model/presets.ts'
 import { find, OVERLAYS, OVERLAYS_DIR, render, REPO_ROOT, type K8sObject } from './kustomize.ts'
 import { container, containerEnv, podTemplate, portNumber, quantity, type Container, type EnvVar } from './pod-spec.ts'
 
@@ -156,13 +158,16 @@ describe('Kubernetes manifests against the GPU node', () => {
     }
   })
 
-  it('listens on all interfaces at the port the pod declares, with the model where the volume is mounted', () => {
+  it('listens on all interfaces at the port the pod declares, with the model on the read-only volume', () => {
     for (const { c, config, node } of rendered) {
       expect(config.host).toBe('0.0.0.0') // kubelet probes and the Service reach the pod IP, not loopback
       expect(c.ports!.map((p) => p.containerPort)).toEqual([config.port])
-      const model = c.volumeMounts!.find((m) => m.mountPath === config.modelDir)
-      expect(model, `no volume mounted at MODEL_DIR=${config.modelDir}`).toBeDefined()
+      const model = c.volumeMounts!.find((m) => m.mountPath === dirname(config.modelDir))
+      expect(model, `no volume mounted at MODEL_DIR's parent (${config.modelDir})`).toBeDefined()
       expect(model!.readOnly).toBe(true)
+      // The directory's name is the model id the node serves and advertises (model-dir.ts), and
+      // must not be a generated preset's: the node would try to (re)generate it on the read-only volume.
+      expect(isPresetName(basename(config.modelDir)), config.modelDir).toBe(false)
       expect(podTemplate(node).metadata.annotations?.['prometheus.io/port']).toBe(String(config.port))
     }
   })
