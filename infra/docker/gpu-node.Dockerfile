@@ -10,9 +10,10 @@
 ARG NODE_IMAGE=node:20.20.2-bookworm-slim
 # CUDA 13: the CUDA provider below links libcublas.so.13, libcublasLt.so.13, libcudart.so.13 and
 # libcurand.so.10 (its ELF NEEDED list), and the driver's libcuda.so.1, which the NVIDIA container
-# runtime mounts. The provider also carries cuDNN frontend code that it loads at run time, so the
-# cudnn flavour is the default; `--build-arg CUDA_IMAGE=nvidia/cuda:13.0.0-runtime-ubuntu24.04`
-# is about 1 GB smaller for graphs whose ops never reach cuDNN (not verified here).
+# runtime mounts. cuDNN is not on that list, but the provider carries cuDNN frontend code and can
+# load cuDNN at run time, so the cudnn flavour is the default; `--build-arg
+# CUDA_IMAGE=nvidia/cuda:13.0.0-runtime-ubuntu24.04` is about 1 GB smaller for graphs whose ops
+# never reach cuDNN (not verified here).
 ARG CUDA_IMAGE=nvidia/cuda:13.0.0-cudnn-runtime-ubuntu24.04
 
 FROM ${NODE_IMAGE} AS node
