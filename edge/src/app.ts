@@ -1,8 +1,9 @@
 /**
  * The edge app (DESIGN.md §3), one factory for both entries. The request path of a generate
- * call reads top to bottom: id + trace → auth → requests/min → body + validation → affinity key
- * → tokens/min (carrying the affinity read) → forward to the node chosen for it; after its
- * response ends, one log line and one latency sample (observe-request.ts).
+ * call reads top to bottom: id + trace → JSON content type (415, before auth: content-type.ts)
+ * → auth → requests/min → body + validation → affinity key → tokens/min (carrying the affinity
+ * read) → forward to the node chosen for it; after its response ends, one log line and one
+ * latency sample (observe-request.ts).
  */
 import { Hono } from 'hono'
 import { DIALECTS, type DialectTable } from '../../shared/src/dialects/index.ts'
@@ -15,6 +16,7 @@ import { consoleLog, observeRequests } from './latency/observe-request.ts'
 import { deriveAffinity } from './middleware/affinity.ts'
 import { authenticate } from './middleware/auth.ts'
 import { backgroundWork } from './middleware/background.ts'
+import { requireJsonBody } from './middleware/content-type.ts'
 import { notFound, onError } from './middleware/errors.ts'
 import { limitRequests, limitTokens, rateLimitHeaders } from './middleware/rate-limit.ts'
 import { requestId } from './middleware/request-id.ts'
@@ -62,6 +64,7 @@ export function createApp(deps: EdgeDeps, dialects: DialectTable = DIALECTS): Ho
   for (const codec of codecs) {
     app.post(
       codec.path,
+      requireJsonBody(),
       authenticate(config, keys, { digest }),
       rateLimitHeaders(codec, now),
       limitRequests(limiter, now),
