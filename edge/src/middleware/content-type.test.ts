@@ -13,6 +13,7 @@ function countingLimiter() {
   const limiter: RateLimiter = {
     checkRequests: async (_k, rpm) => (calls.requests++, admit(rpm)),
     chargeTokens: async (_k, tpm) => (calls.tokens++, admit(tpm)),
+    peekTokens: async (_k, tpm) => (calls.tokens++, admit(tpm)),
     refundTokens: async () => {},
     failureCount: () => 0,
   }

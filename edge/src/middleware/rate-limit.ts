@@ -36,10 +36,14 @@ export function rateLimitHeaders(codec: DialectCodec, now: () => number): Middle
 
 export function limitRequests(limiter: RateLimiter, now: () => number): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    const { keyId, rpm } = c.get('principal')
+    const { keyId, rpm, tpm } = c.get('principal')
     const decision = await limiter.checkRequests(keyId, rpm, c.get('waitUntil'))
-    c.get('rateLimit').requests = decision
+    const state = c.get('rateLimit')
+    state.requests = decision
     if (!decision.success) {
+      // A 429 carries both families (requests and tokens), as OpenAI's and Anthropic's do; the
+      // tokens/min step never runs for this request, so its figures are read, not charged.
+      if (!decision.degraded) state.tokens = await limiter.peekTokens(keyId, tpm)
       throw refusal(decision, now(), `Rate limit reached: this key allows ${rpm} requests per minute.`)
     }
     return next()

@@ -21,6 +21,8 @@ const NODE: RoutableNode = { id: 'n1', url: 'http://node.test', region: 'local',
 
 export interface AppHarnessOptions {
   limiter: RateLimiter
+  /** The key's id: the limiter's identifier (tests on a shared Redis need their own). */
+  keyId?: string
   /** The key's limits (0: the config defaults). */
   rpm?: number
   tpm?: number
@@ -31,7 +33,7 @@ export interface AppHarnessOptions {
 
 export async function appHarness(opts: AppHarnessOptions) {
   const config = parseEdgeConfig({ UPSTASH_REDIS_REST_URL: 'http://redis.test', UPSTASH_REDIS_REST_TOKEN: 't', EDGE_SHARED_SECRET: 'zl-test-edge-secret-0123456789', REQUEST_LOG: '0' })
-  const records = new Map([[await hashApiKey(TEST_KEY), { id: 'k1', tenant: 't1', name: '', rpm: opts.rpm ?? 60, tpm: opts.tpm ?? 100_000, models: ['*'], created: 0, disabled: false }]])
+  const records = new Map([[await hashApiKey(TEST_KEY), { id: opts.keyId ?? 'k1', tenant: 't1', name: '', rpm: opts.rpm ?? 60, tpm: opts.tpm ?? 100_000, models: ['*'], created: 0, disabled: false }]])
   const store = opts.keys ?? createMemoryKeyStore(records)
   const counts = { keyLookups: 0, upstreamCalls: 0 }
   const app = createApp({
