@@ -55,7 +55,7 @@ export function createApp(deps: EdgeDeps, dialects: DialectTable = DIALECTS): Ho
     now,
   }))
 
-  app.get('/healthz', healthz(deps))
+  app.get('/healthz', healthz(deps, keys))
   app.get('/v1/models', authenticate(config, keys, { allowAdmin: true, digest }), listModels(deps, now))
   app.get('/v1/regions', authenticate(config, keys, { allowAdmin: true, digest }), listRegions(deps, now))
   app.get('/v1/stats/latency', authenticate(config, keys, { allowAdmin: true, digest }), latencyStats(deps, now))

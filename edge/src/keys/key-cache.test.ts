@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { ApiKeyRecord } from '../../../shared/src/api-key.ts'
-import { KeyCache, NEGATIVE_TTL_MS, POSITIVE_TTL_MS } from './key-cache.ts'
+import { KeyCache, NEGATIVE_TTL_MS, POSITIVE_TTL_MS, STALE_IF_ERROR_MS } from './key-cache.ts'
 
 const record: ApiKeyRecord = { id: 'k1', tenant: 't', name: '', rpm: 0, tpm: 0, models: ['*'], created: 0, disabled: false }
 
@@ -40,6 +40,26 @@ describe('KeyCache', () => {
     advance(1)
     await cache.lookup('nope')
     expect(calls).toHaveLength(2)
+  })
+
+  it('answers with an expired entry while the store fails, within the stale window only', async () => {
+    const { cache, calls, advance, fail } = setup()
+    expect(await cache.lookup('known')).toEqual(record)
+    expect(await cache.lookup('nope')).toBeUndefined()
+    advance(POSITIVE_TTL_MS)
+    fail(true)
+    // The store is asked (and fails); the last answers stand in: the known key, the refused one.
+    expect(await cache.lookup('known')).toEqual(record)
+    expect(await cache.lookup('nope')).toBeUndefined()
+    expect(calls).toEqual(['known', 'nope', 'known', 'nope'])
+    expect(cache.staleAnswers).toBe(2)
+    // Once the store answers again, its answer is the one kept.
+    fail(false)
+    expect(await cache.lookup('known')).toEqual(record)
+    expect(calls).toHaveLength(5)
+    advance(POSITIVE_TTL_MS + STALE_IF_ERROR_MS)
+    fail(true)
+    await expect(cache.lookup('known')).rejects.toThrow('down')
   })
 
   it('does not cache a store failure', async () => {

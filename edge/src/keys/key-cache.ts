@@ -2,12 +2,22 @@
  * Per-isolate cache in front of a KeyStore (DESIGN.md §3): a found record is kept 30 s, a miss
  * 5 s, so a hot key costs no Redis round trip and a scan of bad keys costs one per 5 s each.
  * A revoked or disabled key therefore takes effect within 30 s. Store failures are not cached.
+ *
+ * Stale if error: when the store fails (an error, or no answer within the client's
+ * KEY_LOOKUP_TIMEOUT_MS) for a key this isolate looked up less than STALE_IF_ERROR_MS after its
+ * entry expired, the last answer stands in — a known key keeps working, and a bad key stays
+ * refused, through a Redis outage. Without it every request that found its key's entry just
+ * expired while Redis was slow was answered 503 (issue 17 item 7: a fuzz run through wrangler dev
+ * got 503s, after seconds, for bodies that were only ever going to be 400s). A revocation can
+ * thus take up to STALE_IF_ERROR_MS longer, only while the store is failing.
  */
 import type { ApiKeyRecord } from '../../../shared/src/api-key.ts'
 import type { KeyStore } from './key-store.ts'
 
 export const POSITIVE_TTL_MS = 30_000
 export const NEGATIVE_TTL_MS = 5_000
+/** How long after expiry an entry may answer for a failing store. */
+export const STALE_IF_ERROR_MS = 5 * 60_000
 /** Bounds memory under a flood of random keys (each miss is cached). */
 const MAX_ENTRIES = 10_000
 
@@ -18,6 +28,8 @@ interface Entry {
 
 export class KeyCache {
   private readonly entries = new Map<string, Entry>()
+  /** Lookups answered from an expired entry because the store failed (a metric). */
+  staleAnswers = 0
 
   constructor(
     private readonly store: KeyStore,
@@ -28,7 +40,16 @@ export class KeyCache {
     const t = this.now()
     const hit = this.entries.get(hashHex)
     if (hit && hit.expiresAtMs > t) return hit.record
-    const record = await this.store.lookup(hashHex)
+    let record: ApiKeyRecord | undefined
+    try {
+      record = await this.store.lookup(hashHex)
+    } catch (e) {
+      if (hit && t - hit.expiresAtMs < STALE_IF_ERROR_MS) {
+        this.staleAnswers++
+        return hit.record
+      }
+      throw e
+    }
     if (this.entries.size >= MAX_ENTRIES) this.evictExpired(t)
     if (this.entries.size >= MAX_ENTRIES) this.entries.clear()
     this.entries.set(hashHex, { record, expiresAtMs: t + (record ? POSITIVE_TTL_MS : NEGATIVE_TTL_MS) })
@@ -36,6 +57,7 @@ export class KeyCache {
   }
 
   private evictExpired(t: number): void {
-    for (const [k, e] of this.entries) if (e.expiresAtMs <= t) this.entries.delete(k)
+    // Entries past their stale window serve nothing any more.
+    for (const [k, e] of this.entries) if (t - e.expiresAtMs >= STALE_IF_ERROR_MS) this.entries.delete(k)
   }
 }

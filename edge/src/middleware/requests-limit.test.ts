@@ -11,6 +11,7 @@ import { startLocalUpstash, type LocalUpstash } from '../../../infra/local/local
 import { apiKeyRedisKey, generateApiKey, hashApiKey, toApiKeyFields } from '../../../shared/src/api-key.ts'
 import { startHeldUpstash, type HeldUpstash } from '../../test/support/held-upstash.ts'
 import { createApp } from '../app.ts'
+import { POSITIVE_TTL_MS } from '../keys/key-cache.ts'
 import { parseEdgeConfig } from '../config.ts'
 import { createRedisBackedDeps, redisClientOptions } from '../redis/redis-deps.ts'
 
@@ -32,9 +33,9 @@ afterAll(async () => {
   await up?.stop()
 })
 
-function app() {
+function app(upstashUrl = slow.url, now?: () => number) {
   const config = parseEdgeConfig({
-    UPSTASH_REDIS_REST_URL: slow.url,
+    UPSTASH_REDIS_REST_URL: upstashUrl,
     UPSTASH_REDIS_REST_TOKEN: up.restToken,
     EDGE_SHARED_SECRET: 'zl-test-edge-secret-0123456789',
     GPU_NODES: JSON.stringify([{ id: 'n1', url: 'http://node.test', region: 'local', lat: 0, lon: 0, models: ['tiny'] }]),
@@ -42,9 +43,10 @@ function app() {
     REQUEST_LOG: '0',
   })
   const deps = createRedisBackedDeps(config, (timeoutMs) => new Redis(redisClientOptions(config, timeoutMs)))
-  const built = createApp({ config, ...deps, latency: undefined, upstream: async () => Response.json({ ok: true }) })
+  const built = createApp({ config, ...deps, latency: undefined, upstream: async () => Response.json({ ok: true }), ...(now ? { now } : {}) })
   return {
     limiter: deps.limiter,
+    get: (path: string) => built.request(path),
     post: (body: string | Uint8Array) =>
       built.request('/v1/chat/completions', { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body }),
   }
@@ -86,5 +88,29 @@ describe('with the rate limiter’s Redis hanging', () => {
     const res = await pending
     expect(res.status).toBe(200)
     expect(edge.limiter.failureCount()).toBe(0)
+  })
+})
+
+describe('with the whole store hanging once a key’s cache entry has expired', () => {
+  it('a key this isolate knew is still authenticated (stale if error): a bad body gets its 400, not a 503', async () => {
+    let hang = false
+    const store = await startHeldUpstash(up.restUrl, () => hang)
+    try {
+      let t = Date.now()
+      const edge = app(store.url, () => t)
+      const ok = await edge.post(JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }))
+      expect(ok.status).toBe(200)
+      // Past the key's 30 s cache entry, and every Redis call now hangs: the key lookup gives up
+      // after KEY_LOOKUP_TIMEOUT_MS and the expired entry stands in.
+      t += POSITIVE_TTL_MS + 1000
+      hang = true
+      const bad = await edge.post('{model: tiny}')
+      expect(bad.status).toBe(400)
+      expect((await bad.json()) as unknown).toMatchObject({ error: { code: 'invalid_json' } })
+      expect((await (await edge.get('/healthz')).json()) as unknown).toMatchObject({ keyLookupsServedStale: 1 })
+    } finally {
+      store.release()
+      await store.close()
+    }
   })
 })
