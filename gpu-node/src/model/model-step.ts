@@ -42,7 +42,8 @@ export class ModelStep {
 
   async run(plan: StepPlan): Promise<StepResult> {
     // Before any release: a finishing sequence's last blocks are saved from its row.
-    for (const s of plan.save ?? []) this.blocks.set(s.slot, this.batch.readBlock(s.seqId, s.from, this.prefixBlockTokens))
+    // An evicted slot's buffers are written over in place: a full cache saves without allocating.
+    for (const s of plan.save ?? []) this.blocks.set(s.slot, this.batch.readBlock(s.seqId, s.from, this.prefixBlockTokens, this.blocks.get(s.slot)))
     const released = new Set(plan.release)
     for (const id of released) {
       this.prefilling.delete(id)
