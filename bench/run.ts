@@ -6,7 +6,7 @@
  *   npm run bench -- --only edge,cancel
  *   options: --engine-model DIR (default models/small), --edge-model DIR (default models/tiny)
  *
- * Sections: engine (bench/scenarios/engine.ts), edge, cancel, ratelimit. Writes
+ * Sections: engine (bench/scenarios/engine.ts), edge, cancel, ratelimit, prefix, wan. Writes
  * bench/results/latest.json, latest.md, throughput-ttft.svg and the generated table in
  * docs/PERFORMANCE.md. Prints progress as it goes. Everything listens on 127.0.0.1 only; every
  * child process it starts is stopped when it ends, fails or is interrupted.
@@ -41,7 +41,7 @@ const { values } = parseArgs({
   },
 })
 if (values.help) {
-  console.log('npm run bench [-- --quick] [--only engine,edge,cancel,ratelimit] [--engine-model DIR] [--edge-model DIR]')
+  console.log('npm run bench [-- --quick] [--only engine,edge,cancel,ratelimit,prefix,wan] [--engine-model DIR] [--edge-model DIR]')
   process.exit(0)
 }
 const quick = values.quick!
@@ -89,6 +89,8 @@ async function runSection(name: SectionName, ctx: BenchContext): Promise<Section
       return (await import('./scenarios/ratelimit.ts')).runRatelimit(ctx)
     case 'prefix':
       return (await import('./scenarios/prefix.ts')).runPrefix(ctx, { modelDir: values['engine-model']! })
+    case 'wan':
+      return (await import('./scenarios/wan.ts')).runWan(ctx, { modelDir: values['edge-model']! })
   }
 }
 

@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { SectionResult } from './report-types.ts'
 
-export const SECTIONS = ['engine', 'edge', 'cancel', 'ratelimit', 'prefix'] as const
+export const SECTIONS = ['engine', 'edge', 'cancel', 'ratelimit', 'prefix', 'wan'] as const
 export type SectionName = (typeof SECTIONS)[number]
 
 export interface Target {
@@ -39,6 +39,7 @@ export const TARGETS: Target[] = [
   { key: 'prefix.nonaffine_cached_share', label: 'the same with affinity off (routing by RTT + queue wait only)', kind: 'report' },
   { key: 'prefix.hot_prompt_max_over_mean_load', label: '64 conversations with one system prompt over 2 nodes: most-loaded ÷ mean requests', kind: 'max', target: 1.5 },
   { key: 'cancel.stopped_within_two_steps', label: 'disconnected streams whose KV the node freed within two steps', kind: 'all-of', of: 'cancel.tried' },
+  { key: 'wan.cross_region_excess_ms', label: 'cross-region excess: TTFB served one region away (RTT 70 ms) − TTFB served locally − RTT, p50 through the Node edge, ms', kind: 'max', target: 10 },
   { key: 'ratelimit.check_ms_p50', label: '@upstash/ratelimit check via the local bridge, p50 ms', kind: 'max', target: 2 },
 ]
 
@@ -59,6 +60,9 @@ export const CONTEXT: Array<{ label: string; path: string; unit: string }> = [
   { label: 'bare Hono-on-Node passthrough: added TTFB p99 at concurrency 64 (no auth, no limits)', path: 'edge.raw.bare_hono_added_ttfb_ms_p99_c64', unit: 'ms' },
   { label: 'bare Hono-on-Node passthrough: requests per CPU-second (same core, same load)', path: 'edge.raw.one_core.bare_hono_passthrough_requests_per_cpu_s', unit: 'req/s' },
   { label: 'wrangler dev added TTFB p99 at concurrency 64', path: 'edge.wrangler_added_ttfb_ms_p99_c64', unit: 'ms' },
+  { label: 'the same two regions away (ap-south, RTT 190 ms)', path: 'wan.cross_region_excess_ms_ap_south', unit: 'ms' },
+  { label: 'the same asked directly, no edge (eu-west, RTT 70 ms): what the link and the node cost by themselves', path: 'wan.raw.direct_excess_ms.eu-west', unit: 'ms' },
+  { label: 'a fresh edge\'s first request to eu-west − a warm one (the new connection)', path: 'wan.raw.cold_minus_warm_ttfb_ms.eu-west', unit: 'ms' },
   { label: 'rate-limit check p99', path: 'ratelimit.raw.requests_check_ms.p99', unit: 'ms' },
 ]
 
