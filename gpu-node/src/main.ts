@@ -61,6 +61,7 @@ async function main(log: Logger): Promise<void> {
       keepAliveMs: config.keepAliveMs,
     }),
     ...(config.tls ? { tls: config.tls } : {}),
+    maxBodyBytes: config.maxBodyBytes,
   })
   const addr = await server.listen(config.port, config.host)
   const url = config.publicUrl ?? localUrl(server.protocol, config.host, addr.port)

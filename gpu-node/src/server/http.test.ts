@@ -4,6 +4,7 @@ import type { TLSSocket } from 'node:tls'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { makeSelfSignedCert, type TestCert } from '../../../test/support/self-signed-cert.ts'
 import { h2Connect, h2Request, json, startTestNode, type TestNode } from '../../test/support/test-node.ts'
+import { H2_CONNECTION_WINDOW_BYTES, h2Windows } from './http.ts'
 
 const chatBody = JSON.stringify({ model: 'zl-test-model', messages: [{ role: 'user', content: 'hi' }] })
 
@@ -29,6 +30,22 @@ describe('plaintext listener', () => {
       // Several streams on one session: the edge multiplexes requests over one connection.
       const many = await Promise.all([1, 2, 3].map(() => h2Request(session, 'GET', '/healthz')))
       expect(many.map((r) => r.status)).toEqual([200, 200, 200])
+    } finally {
+      session.close()
+    }
+  })
+
+  it('advertises HTTP/2 windows that let the largest accepted body arrive in one flight', async () => {
+    // With the protocol's 64 KiB default an edge one region away sends 64 KiB per round trip.
+    const session = await h2Connect(node.url)
+    try {
+      const big = JSON.stringify({ model: 'zl-test-model', messages: [{ role: 'user', content: 'hi' }] }).replace(/}$/, ' '.repeat(200_000) + '}')
+      const res = await h2Request(session, 'POST', '/v1/chat/completions', big)
+      expect(res.status).toBe(200)
+      expect(session.remoteSettings.initialWindowSize).toBe(h2Windows(1024 * 1024).stream)
+      expect(h2Windows(1024 * 1024).stream).toBeGreaterThan(1024 * 1024)
+      // The connection window (a WINDOW_UPDATE with the SETTINGS), less what is still unacknowledged.
+      expect(session.state.remoteWindowSize).toBeGreaterThan(H2_CONNECTION_WINDOW_BYTES - 300_000)
     } finally {
       session.close()
     }
@@ -86,6 +103,8 @@ describe('TLS listener', () => {
       expect(session.alpnProtocol).toBe('h2')
       const res = await h2Request(session, 'POST', '/v1/chat/completions', chatBody)
       expect(res.status).toBe(200)
+      expect(session.remoteSettings.initialWindowSize).toBe(h2Windows(1024 * 1024).stream)
+      expect(session.state.remoteWindowSize).toBeGreaterThan(H2_CONNECTION_WINDOW_BYTES - 100_000)
       expect(JSON.parse(res.body).choices[0].message.content).toBe('Hello!')
     } finally {
       session.close()

@@ -21,12 +21,33 @@ const KEEP_ALIVE_TIMEOUT_MS = 75_000
  * One edge multiplexes every stream it routes here over one session: leave room for hundreds.
  */
 const H2_MAX_SESSION_MEMORY_MB = 64
+/**
+ * HTTP/2 flow control. Node's server advertises the protocol's default windows (64 KiB per stream
+ * and per connection), so an edge one region away could send only 64 KiB of a prompt per round
+ * trip: measured through bench/lib/wan-relay.ts at RTT 100 ms, a 200 kB body's first byte came
+ * back after 564 ms against 111 ms for a small one (4.5 extra RTTs of WINDOW_UPDATEs). The node
+ * reads every body whole anyway (bounded by MAX_BODY_BYTES), so its windows let the largest body
+ * it accepts arrive in one flight, and the connection's let many of them arrive at once.
+ */
+export const H2_MIN_STREAM_WINDOW_BYTES = 1024 * 1024
+export const H2_CONNECTION_WINDOW_BYTES = 32 * 1024 * 1024
+const H2_MAX_WINDOW_BYTES = 2 ** 31 - 1
+
 /** How long a fresh connection may take to send enough bytes to classify it. */
 const SNIFF_TIMEOUT_MS = 10_000
 
 export interface NodeServerOptions {
   handler: RequestHandler
   tls?: { certFile: string; keyFile: string } | { cert: string | Buffer; key: string | Buffer }
+  /** The largest request body the routes accept: the HTTP/2 stream window covers it (default 1 MiB). */
+  maxBodyBytes?: number
+}
+
+/** The windows this node advertises to an HTTP/2 client (the edge). */
+export function h2Windows(maxBodyBytes = 0): { stream: number; connection: number } {
+  // Headroom over the body for the frames around it; never below the protocol's own bounds.
+  const stream = Math.min(H2_MAX_WINDOW_BYTES, Math.max(H2_MIN_STREAM_WINDOW_BYTES, maxBodyBytes + 64 * 1024))
+  return { stream, connection: Math.min(H2_MAX_WINDOW_BYTES, Math.max(H2_CONNECTION_WINDOW_BYTES, 4 * stream)) }
 }
 
 export interface NodeServer {
@@ -37,15 +58,18 @@ export interface NodeServer {
 }
 
 export function createNodeServer(opts: NodeServerOptions): NodeServer {
-  return opts.tls ? createTlsServer(opts.handler, opts.tls) : createPlainServer(opts.handler)
+  const windows = h2Windows(opts.maxBodyBytes)
+  return opts.tls ? createTlsServer(opts.handler, opts.tls, windows) : createPlainServer(opts.handler, windows)
 }
 
-function createTlsServer(handler: RequestHandler, tls: NonNullable<NodeServerOptions['tls']>): NodeServer {
+type Windows = ReturnType<typeof h2Windows>
+
+function createTlsServer(handler: RequestHandler, tls: NonNullable<NodeServerOptions['tls']>, windows: Windows): NodeServer {
   const creds = 'certFile' in tls ? { cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) } : tls
-  const server = http2.createSecureServer({ ...creds, allowHTTP1: true, maxSessionMemory: H2_MAX_SESSION_MEMORY_MB }, handler)
+  const server = http2.createSecureServer({ ...creds, allowHTTP1: true, maxSessionMemory: H2_MAX_SESSION_MEMORY_MB, settings: { initialWindowSize: windows.stream } }, handler)
   // Node's default 2-minute-ish idle timeouts would cut quiet streams; keep-alive handles idle sockets.
   server.setTimeout(0)
-  const sessions = trackSessions(server)
+  const sessions = trackSessions(server, windows)
   const sockets = trackSockets(server, 'secureConnection')
   const h1 = new Http1Idleness()
   server.on('request', (req: ServerRequest, res: ServerResponse) => {
@@ -58,11 +82,11 @@ function createTlsServer(handler: RequestHandler, tls: NonNullable<NodeServerOpt
   }
 }
 
-function createPlainServer(handler: RequestHandler): NodeServer {
+function createPlainServer(handler: RequestHandler, windows: Windows): NodeServer {
   const h1 = http.createServer({ keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, requestTimeout: 0, headersTimeout: 60_000 }, handler)
-  const h2 = http2.createServer({ maxSessionMemory: H2_MAX_SESSION_MEMORY_MB }, handler)
+  const h2 = http2.createServer({ maxSessionMemory: H2_MAX_SESSION_MEMORY_MB, settings: { initialWindowSize: windows.stream } }, handler)
   h2.setTimeout(0)
-  const sessions = trackSessions(h2)
+  const sessions = trackSessions(h2, windows)
   const sockets = new Set<net.Socket>()
   const idleness = new Http1Idleness()
   h1.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => idleness.track(req.socket as net.Socket, res))
@@ -168,10 +192,13 @@ function listen(server: net.Server, port: number, host: string): Promise<Address
   })
 }
 
-function trackSessions(server: http2.Http2Server | http2.Http2SecureServer): Set<http2.ServerHttp2Session> {
+function trackSessions(server: http2.Http2Server | http2.Http2SecureServer, windows: Windows): Set<http2.ServerHttp2Session> {
   const sessions = new Set<http2.ServerHttp2Session>()
   server.on('session', (session: http2.ServerHttp2Session) => {
     sessions.add(session)
+    // The connection window is not a SETTINGS value: it grows by a WINDOW_UPDATE sent now, with
+    // the server's SETTINGS, so the client may use it from its first request on.
+    session.setLocalWindowSize(windows.connection)
     session.once('close', () => sessions.delete(session))
     // A broken peer must not surface as an unhandled 'error' event.
     session.on('error', () => {})

@@ -50,7 +50,7 @@ export async function startTestNode(opts: TestNodeOptions = {}): Promise<TestNod
     maxBodyBytes: opts.maxBodyBytes ?? 1024 * 1024,
     keepAliveMs: opts.keepAliveMs ?? 5000,
   })
-  const server = createNodeServer({ handler, ...(opts.tls ? { tls: opts.tls } : {}) })
+  const server = createNodeServer({ handler, ...(opts.tls ? { tls: opts.tls } : {}), maxBodyBytes: opts.maxBodyBytes ?? 1024 * 1024 })
   const addr = await server.listen(0, '127.0.0.1')
   const url = `${server.protocol}://127.0.0.1:${addr.port}`
   return { url, port: addr.port, engine, state, metrics, server, close: () => server.close(500) }
