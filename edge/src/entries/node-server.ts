@@ -23,6 +23,7 @@ import type { EdgeConfig, NodeServerConfig } from '../config.ts'
 import { readDashboardAssets } from '../dashboard/file-assets.ts'
 import { createRedisBackedDeps, type RedisFactory } from '../redis/redis-deps.ts'
 import { takeRelay, type RelayOut } from '../proxy/pass-through.ts'
+import { isServing } from '../routing/pick-node.ts'
 import { createUndiciUpstream, type UndiciUpstream, type UndiciUpstreamOptions } from '../proxy/undici-upstream.ts'
 import { createUpstashPool, UndiciRedisRequester } from '../redis/undici-redis-requester.ts'
 
@@ -33,12 +34,21 @@ import { createUpstashPool, UndiciRedisRequester } from '../redis/undici-redis-r
  */
 export const CLIENT_KEEP_ALIVE_MS = 75_000
 
+/**
+ * How often the table's serving nodes are checked for an open upstream connection (undici-upstream.ts
+ * `warm`): a connection that closed (idle keep-alive, a node's restart) is open again within this,
+ * before a request needs it. An open connection costs nothing to check.
+ */
+export const UPSTREAM_WARM_INTERVAL_MS = 2000
+
 /** Connection-level headers HTTP/2 forbids; Node's http2 compat layer throws on them. */
 const CONNECTION_HEADERS = ['transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'proxy-connection']
 
 export interface NodeEdge {
   url: string
   upstream: UndiciUpstream
+  /** Settles once the first round of upstream connections (one per serving node) has been tried. */
+  warmed: Promise<void>
   close(): Promise<void>
 }
 
@@ -60,6 +70,14 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
   const requestLog = createBufferedLog()
   const deps: EdgeDeps = { ...createNodeDeps(config, upstream, redisPool), ...(config.requestLog ? { log: requestLog.log } : {}), waitUntil, ...opts.overrides }
   const app = createApp(deps)
+  const warmUpstreams = async () => {
+    const table = await deps.registry.table()
+    const t = Date.now()
+    await upstream.warm(table.nodes.filter((n) => isServing(n, t)).map((n) => new URL(n.url).origin))
+  }
+  const warmed = warmUpstreams().catch(() => {})
+  const warmer = setInterval(() => void warmUpstreams().catch(() => {}), UPSTREAM_WARM_INTERVAL_MS)
+  warmer.unref()
   const fetch = async (req: Request, env?: { incoming?: { httpVersionMajor?: number }; outgoing?: RelayOut & NodeResponse }) => {
     const res = await app.fetch(req)
     const http2 = env?.incoming?.httpVersionMajor === 2
@@ -84,7 +102,9 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
   return {
     url: `${tls ? 'https' : 'http'}://${host}:${address.port}`,
     upstream,
+    warmed,
     async close() {
+      clearInterval(warmer)
       await new Promise<void>((resolve) => {
         httpServer.close(() => resolve())
         ;(httpServer as { closeAllConnections?: () => void }).closeAllConnections?.()

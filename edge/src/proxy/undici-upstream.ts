@@ -12,6 +12,13 @@
  *   `idempotent: true` (undici uses the flag only for this scheduling decision, never to retry).
  * Token streams are long and gappy: no body or headers timeout here (forward.ts owns the time
  * until headers; the client's disconnect owns the rest) and a long keep-alive.
+ *
+ * Connections are opened ahead of need (`warm`, called by the Node entry for every serving node
+ * in the table): a node in another region is an RTT away, and a request that had to open the
+ * connection itself would wait one more round trip for the TCP handshake (measured with
+ * bench/lib/wan-relay.ts: a fresh edge's first request to a node 70 ms away came back 74–79 ms
+ * after a warm one). That is the first request after a failover, or after an idle connection was
+ * closed, exactly when a region's traffic moves.
  */
 import { Agent } from 'undici'
 import { NULL_BODY_STATUSES, type UpstreamFetch, type UpstreamResponse } from './forward.ts'
@@ -26,6 +33,14 @@ export interface UndiciUpstream {
   fetch: UpstreamFetch
   /** Origins with an open Agent (one per GPU node). */
   origins(): string[]
+  /** Origins whose connection is open now. */
+  connected(): string[]
+  /**
+   * Opens a connection (with a GET /healthz) to each origin that has none and is not being opened;
+   * failures are left to routing (a node that cannot be reached is marked down by the request that
+   * tries it). Resolves when every attempt has settled.
+   */
+  warm(origins: readonly string[]): Promise<void>
   close(): Promise<void>
 }
 
@@ -37,6 +52,8 @@ export interface UndiciUpstreamOptions {
 
 export function createUndiciUpstream(opts: UndiciUpstreamOptions): UndiciUpstream {
   const agents = new Map<string, Agent>()
+  const open = new Set<string>()
+  const warming = new Map<string, Promise<void>>()
   const agentFor = (origin: string): Agent => {
     let agent = agents.get(origin)
     if (!agent) {
@@ -54,9 +71,22 @@ export function createUndiciUpstream(opts: UndiciUpstreamOptions): UndiciUpstrea
         ...(opts.tls ? { connect: opts.tls } : {}),
         // `useH2c` is read by undici's Client but missing from its option types.
       } as Agent.Options)
+      agent.on('connect', () => open.add(origin))
+      agent.on('disconnect', () => open.delete(origin))
+      agent.on('connectionError', () => open.delete(origin))
       agents.set(origin, agent)
     }
     return agent
+  }
+  const warmOne = (origin: string): Promise<void> => {
+    const agent = agentFor(origin)
+    const attempt = agent
+      .request({ origin, path: '/healthz', method: 'GET', signal: AbortSignal.timeout(opts.connectTimeoutMs * 2) })
+      .then((res) => res.body.dump())
+      .catch(() => {})
+      .finally(() => warming.delete(origin))
+    warming.set(origin, attempt)
+    return attempt
   }
 
   return {
@@ -65,6 +95,15 @@ export function createUndiciUpstream(opts: UndiciUpstreamOptions): UndiciUpstrea
       return dispatchFetch(agentFor(target.origin), target, init)
     },
     origins: () => [...agents.keys()],
+    connected: () => [...open],
+    async warm(origins) {
+      const attempts: Promise<void>[] = []
+      for (const origin of new Set(origins)) {
+        if (open.has(origin)) continue
+        attempts.push(warming.get(origin) ?? warmOne(origin))
+      }
+      await Promise.all(attempts)
+    },
     async close() {
       await Promise.all([...agents.values()].map((a) => a.close()))
       agents.clear()
