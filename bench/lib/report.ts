@@ -61,6 +61,8 @@ export const CONTEXT: Array<{ label: string; path: string; unit: string }> = [
   { label: 'bare Hono-on-Node passthrough: requests per CPU-second (same core, same load)', path: 'edge.raw.one_core.bare_hono_passthrough_requests_per_cpu_s', unit: 'req/s' },
   { label: 'wrangler dev added TTFB p99 at concurrency 64', path: 'edge.wrangler_added_ttfb_ms_p99_c64', unit: 'ms' },
   { label: 'the same two regions away (ap-south, RTT 190 ms)', path: 'wan.cross_region_excess_ms_ap_south', unit: 'ms' },
+  { label: 'the same with a 100 kB body (more than HTTP/2\'s default 64 KiB window)', path: 'wan.cross_region_excess_ms_large_body', unit: 'ms' },
+  { label: 'the same through wrangler dev (the Workers entry; workerd speaks HTTP/1.1 to origins)', path: 'wan.raw.wrangler_excess_ms.eu-west', unit: 'ms' },
   { label: 'the same asked directly, no edge (eu-west, RTT 70 ms): what the link and the node cost by themselves', path: 'wan.raw.excess_ms.direct:small.eu-west', unit: 'ms' },
   { label: 'a fresh edge\'s first request to eu-west − a warm one (its connection opened ahead of need)', path: 'wan.raw.fresh_edge_first_request_excess_ms.eu-west', unit: 'ms' },
   { label: 'rate-limit check p99', path: 'ratelimit.raw.requests_check_ms.p99', unit: 'ms' },

@@ -18,9 +18,12 @@
  *   The same for ap-south (190 ms), and for the nodes asked directly through the same relays
  *   (signed requests, one warm HTTP/2 connection per node, as the edge holds): what the link and
  *   the node cost by themselves.
- * - Also measured: the first request to each region from a fresh edge (a new connection), the
- *   connections each relay accepted over the whole run (one per node means the edge reused its
- *   connection), and a burst of 8 concurrent requests to eu-west after the section's idle pause.
+ * - Also measured: the first request to each far region from a fresh edge (whose connections
+ *   the Node entry opens ahead of need; before it did, this request paid the TCP handshake), the
+ *   connections each relay accepted over the whole run (one per client means every client reused
+ *   its connection), bursts of 8 concurrent requests after a pause, and — when it starts — the
+ *   Workers entry under `wrangler dev` over the same relays (workerd speaks HTTP/1.1 to origins,
+ *   and its connections are its own: reported, no target).
  */
 import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -32,7 +35,7 @@ import { ensureGeneratedModel } from '../../gpu-node/tools/generate-model/ensure
 import { benchAgent, sendRequest, type RequestRecord } from '../load/client.ts'
 import { buildBody, DIALECT_PATH, type BenchDialect } from '../load/dialects.ts'
 import type { BenchContext, SectionResult } from '../lib/report-types.ts'
-import { startGpuNode, startNodeEdge, startUpstashProcs, type EdgeProc, type GpuNode } from '../lib/services.ts'
+import { startGpuNode, startNodeEdge, startUpstashProcs, startWranglerDev, type EdgeProc, type GpuNode } from '../lib/services.ts'
 import { median, percentile, round, summarize } from '../lib/stats.ts'
 import { startWanRelay, type WanRelay } from '../lib/wan-relay.ts'
 
@@ -170,6 +173,35 @@ export async function runWan(ctx: BenchContext, opts: { modelDir?: string } = {}
     const firstFar: Record<Far, number> = { 'eu-west': NaN, 'ap-south': NaN }
     for (const r of ['eu-west', 'ap-south'] as const) firstFar[r] = check(await send('edge', r, 'openai-chat', 'small', fresh), r, 'fresh edge first request').ttfbMs!
 
+    // The Workers entry under wrangler dev, same relays, same requests (small bodies, through it only).
+    let wrangler: EdgeProc | undefined
+    try {
+      wrangler = await startWranglerDev(edgeEnv)
+      started.push(wrangler)
+    } catch (e) {
+      notes.push(`wan: wrangler dev did not start: ${(e as Error).message.split('\n')[0]}`)
+    }
+    if (wrangler) {
+      const via = wrangler
+      for (let i = 0; i < warm; i++) for (const r of WAN_REGIONS) check(await send('edge', r.id, i % 2 ? 'anthropic-messages' : 'openai-chat', 'small', via), r.id, 'wrangler warm-up')
+      const wranglerExcess: Record<Far, number[]> = { 'eu-west': [], 'ap-south': [] }
+      const wranglerTtfb = empty()
+      for (let round = 0; round < rounds; round++) {
+        const per = empty()
+        for (let i = 0; i < iters; i++) {
+          for (const r of rotate(WAN_REGIONS, i)) {
+            const rec = check(await send('edge', r.id, i % 2 ? 'anthropic-messages' : 'openai-chat', 'small', via), r.id, 'wrangler')
+            per[r.id].push(rec.ttfbMs!)
+            wranglerTtfb[r.id].push(rec.ttfbMs!)
+          }
+        }
+        for (const r of WAN_REGIONS.slice(1)) wranglerExcess[r.id as Far].push(median(per[r.id]) - median(per['us-east']) - r.rttMs)
+        ctx.log(`wrangler dev round ${round + 1}/${rounds}: excess beyond RTT (eu-west / ap-south) ${wranglerExcess['eu-west'].at(-1)!.toFixed(1)} / ${wranglerExcess['ap-south'].at(-1)!.toFixed(1)} ms`)
+      }
+      raw.wrangler_ttfb_ms = mapRegions((r) => summarize(wranglerTtfb[r]))
+      raw.wrangler_excess_ms = { 'eu-west': round(median(wranglerExcess['eu-west'])), 'ap-south': round(median(wranglerExcess['ap-south'])) }
+    }
+
     const warmP50 = (region: RegionId) => median(ttfb['edge:small'][region])
     raw.ttfb_ms = Object.fromEntries(KEYS.map((k) => [k, mapRegions((r) => summarize(ttfb[k][r]))]))
     raw.excess_ms_by_round = Object.fromEntries(KEYS.map((k) => [k, roundAll(excess[k])]))
@@ -179,8 +211,8 @@ export async function runWan(ctx: BenchContext, opts: { modelDir?: string } = {}
     raw.fresh_edge_first_request_excess_ms = { 'eu-west': round(firstFar['eu-west'] - warmP50('eu-west')), 'ap-south': round(firstFar['ap-south'] - warmP50('ap-south')) }
     raw.burst8_ttfb_ms = { 'us-east': summarize(burstTtfb['us-east']), 'eu-west': summarize(burstTtfb['eu-west']) }
     raw.burst8_excess_p50_ms = round(median(burstTtfb['eu-west']) - median(burstTtfb['us-east']) - 70)
-    // Three clients hold one connection per node (the edge, the direct agent, the fresh edge):
-    // 3 per relay means every one of them reused its connection.
+    // The edge, the direct agent and the fresh edge each hold one connection per node (3 per relay
+    // when all reused theirs); wrangler dev's HTTP/1.1 connections come on top.
     raw.relay_connections = Object.fromEntries(WAN_REGIONS.map((r, i) => [r.id, relays[i]!.stats().connections]))
     notes.push('wan: RTTs are simulated by a userspace TCP relay (bench/lib/wan-relay.ts; no netem on this kernel): handshake and per-direction delay are modelled, TCP ACK timing (Nagle, delayed ACK, slow start) is not')
 
