@@ -16,7 +16,7 @@
  * is loopback, where ACKs return at once, so Nagle's algorithm, delayed ACKs, slow start and
  * receive windows never show their WAN cost here; the relay's own sockets set TCP_NODELAY so the
  * relay adds none either. Those effects are checked in the endpoints' socket options instead
- * (docs/PERFORMANCE.md, WAN section). Memory is bounded: a direction holding more than
+ * (docs/PERFORMANCE.md, *Cross-region requests*). Memory is bounded: a direction holding more than
  * MAX_IN_FLIGHT_BYTES stops reading its source until it has delivered enough.
  */
 import net from 'node:net'
