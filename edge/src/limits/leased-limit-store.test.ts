@@ -88,6 +88,7 @@ describe('leased limit store', () => {
     const limit = 640
     const id = keyId()
     await awayFromWindowEdge()
+    const startedAt = Date.now()
     const isolates = [0, 1].map(() => createLeasedLimitStore(createUpstashLimitStore(redis), { ttlMs: 60_000, maxFraction: 1 / 32 }))
     const bg = tracker()
     let admitted = 0
@@ -99,7 +100,12 @@ describe('leased limit store', () => {
       if (i % 7 === 6) await bg.settled()
     }
     await bg.settled()
-    expect(admitted).toBeLessThanOrEqual(limit)
+    // The limit is a 60 s sliding window: a run slowed past the window's end (a loaded machine)
+    // may be admitted what the window has slid free by then, the previous window's count
+    // weighted down by the fraction of the new one elapsed — and no more.
+    const endedAt = Date.now()
+    const slid = Math.floor(endedAt / 60_000) > Math.floor(startedAt / 60_000) ? Math.ceil((limit * (endedAt % 60_000)) / 60_000) : 0
+    expect(admitted).toBeLessThanOrEqual(limit + slid)
     // Leases can refuse a little early: per isolate, at most one unspent lease (limit / 32) plus
     // one refill that overshot (Redis counts it but refuses it, so it is never spent).
     expect(admitted).toBeGreaterThanOrEqual(limit - 4 * (limit / 32))
