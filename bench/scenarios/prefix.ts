@@ -8,22 +8,21 @@
  *   generated and sent back as the assistant's turn. The same requests go to both nodes (greedy
  *   and exact, so the answers — and so the next turns — are the same).
  *   `warm_turn_ttft_speedup` = p50 TTFT of turns 2..T without the cache ÷ with it.
- * - Zero hits: 32 concurrent requests whose prompts share nothing (each starts with its own
- *   number), 128-token prompts, 64 new tokens; `zero_hit_throughput_ratio` = tokens/s with the
- *   cache ÷ without, alternating A B A B, medians (the cache's cost when it never helps: chain
- *   hashing and block saves).
+ * - Zero hits (prefix-zero-hit.ts): 32 requests whose prompts share nothing, in process on two
+ *   engines built as the node builds them; `zero_hit_throughput_ratio` = tokens/s with the cache
+ *   ÷ without (the cache's cost when it never helps: chain hashing and block saves).
  * - Routing through the edge (prefix-routing.ts): the cached share with and without cache-affine
  *   routing over two nodes, and how a hot prompt spreads.
  */
 import { ensureGeneratedModel } from '../../gpu-node/tools/generate-model/ensure-model.ts'
-import { benchAgent, sendRequest, type RequestRecord } from '../load/client.ts'
+import { benchAgent, type RequestRecord } from '../load/client.ts'
 import { runConversations } from './prefix-chat.ts'
-import { buildBody } from '../load/dialects.ts'
 import { textPromptOfLength } from '../lib/prompts.ts'
 import type { BenchContext, SectionResult } from '../lib/report-types.ts'
 import { startGpuNode, type GpuNode } from '../lib/services.ts'
 import { median, percentile, round } from '../lib/stats.ts'
 import { measureAffinity } from './prefix-routing.ts'
+import { measureZeroHit } from './prefix-zero-hit.ts'
 
 export async function runPrefix(ctx: BenchContext, opts: { modelDir?: string } = {}): Promise<SectionResult> {
   const modelDir = opts.modelDir ?? 'models/small'
@@ -47,36 +46,12 @@ export async function runPrefix(ctx: BenchContext, opts: { modelDir?: string } =
     const speedup = median(later(cold)) / median(later(warm))
     ctx.log(`turns 2–${shape.turns} p50 TTFT: ${round(median(later(cold)), 1)} ms without, ${round(median(later(warm)), 1)} ms with (${round(speedup, 2)}×); answers equal: ${textsEqual}`)
 
-    const zeroHit = async (node: GpuNode, repeat: number) => {
-      const started = performance.now()
-      const recs = await Promise.all(Array.from({ length: 32 }, (_, i) => {
-        const text = `Request ${repeat * 1000 + i} (${node === on ? 'a' : 'b'}): ${textPromptOfLength(modelDir, 120, 200 + i).text}`
-        return sendRequest({ origin: node.url, dialect: 'openai-chat', body: buildBody('openai-chat', { model: node.model, text, maxTokens: 64, stream: true, ignoreEos: true }), stream: true, dispatcher: agent, timeoutMs: 300_000 })
-      }))
-      const failed = recs.find((r) => r.error)
-      if (failed) throw new Error(`zero-hit request failed: ${failed.error}`)
-      return { tokPerS: (recs.reduce((n, r) => n + r.tokens, 0) * 1000) / (performance.now() - started), cached: recs.reduce((n, r) => n + (r.cachedTokens ?? 0), 0) }
-    }
-    ctx.log(`zero hits: 32 concurrent distinct 128-token prompts, 64 new tokens, A/B × ${shape.repeats + 1}`)
-    await zeroHit(on, -1) // warm-up of both nodes' code paths (not counted)
-    await zeroHit(off, -1)
-    const withCache: number[] = []
-    const without: number[] = []
-    let zeroHitCached = 0
-    for (let r = 0; r <= shape.repeats; r++) {
-      const a = await zeroHit(on, r)
-      const b = await zeroHit(off, r)
-      withCache.push(a.tokPerS)
-      without.push(b.tokPerS)
-      zeroHitCached += a.cached
-    }
-    const ratio = median(withCache) / median(without)
-    ctx.log(`zero hits: ${round(median(withCache), 1)} tok/s with the cache, ${round(median(without), 1)} without (${round(ratio, 3)}); cached tokens ${zeroHitCached}`)
     const cachedShare = (runs: RequestRecord[][]) => runs.flatMap((turns) => turns.slice(1)).reduce((n, r) => n + (r.cachedTokens ?? 0), 0)
     await Promise.all([on.stop(), off.stop()])
+    const zero = await measureZeroHit(ctx, modelDir, ctx.quick ? 2 : 6)
     const routing = await measureAffinity(ctx, modelDir, shape)
     return {
-      figures: { warm_turn_ttft_speedup: round(speedup, 2), zero_hit_throughput_ratio: round(ratio, 3), ...routing.figures },
+      figures: { warm_turn_ttft_speedup: round(speedup, 2), zero_hit_throughput_ratio: round(zero.ratio, 3), ...routing.figures },
       raw: {
         ...routing.raw,
         model: modelDir,
@@ -86,8 +61,10 @@ export async function runPrefix(ctx: BenchContext, opts: { modelDir?: string } =
         warm_turns_ttft_ms: { without_p50: round(median(later(cold)), 1), with_p50: round(median(later(warm)), 1), without_p90: round(percentile(later(cold), 90), 1), with_p90: round(percentile(later(warm), 90), 1) },
         first_turn_ttft_ms: { without_p50: round(median(first(cold)), 1), with_p50: round(median(first(warm)), 1) },
         warm_turns_cached_tokens: cachedShare(warm),
-        zero_hit_tok_s: { with: withCache.map((x) => round(x, 1)), without: without.map((x) => round(x, 1)) },
-        zero_hit_cached_tokens: zeroHitCached,
+        zero_hit_pair_ratios: zero.pairRatios.map((x) => round(x, 3)),
+        zero_hit_tok_s: { with: zero.withTokS.map((x) => round(x, 1)), without: zero.withoutTokS.map((x) => round(x, 1)) },
+        zero_hit_cached_tokens: zero.cachedTokens,
+        zero_hit_evictions: zero.evictions,
       },
       notes: textsEqual ? [] : ['the answers with and without the cache differed: the speedup compares different requests'],
     }
