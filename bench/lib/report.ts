@@ -33,6 +33,8 @@ export const TARGETS: Target[] = [
   { key: 'edge.node_added_ttfb_ms_p99_c64', label: 'Node edge added TTFB p99 at concurrency 64, ms', kind: 'max', target: 10 },
   { key: 'edge.node_requests_per_s_one_core', label: 'Node edge requests/s on one core (instant upstream, non-streaming)', kind: 'min', target: 2000 },
   { key: 'edge.wrangler_added_ttfb_ms_p50_c1', label: 'wrangler dev added TTFB p50 at concurrency 1, ms', kind: 'report' },
+  { key: 'edge.wrangler_stream_gap_max_over_node_c8', label: "longest gap between text frames, 8 concurrent 400-token streams: the Workers edge (npm start's default) ÷ the Node edge", kind: 'max', target: 3 },
+  { key: 'edge.wrangler_over_node_p99_c64', label: 'TTFB p99 at concurrency 64: the Workers edge ÷ the Node edge, same requests', kind: 'max', target: 2 },
   { key: 'prefix.warm_turn_ttft_speedup', label: 'multi-turn chat, turns 2–6 p50 TTFT without ÷ with the prefix cache (16 conversations, 512-token shared system prompt)', kind: 'min', target: 5 },
   { key: 'prefix.zero_hit_throughput_ratio', label: 'tokens/s with ÷ without the prefix cache, prompts that share nothing', kind: 'min', target: 0.98 },
   { key: 'prefix.affine_cached_share', label: 'cached ÷ prompt tokens of turns 2–6 through the Node edge, 2 nodes in a region, cache-affine routing', kind: 'min', target: 0.75 },
@@ -59,6 +61,9 @@ export const CONTEXT: Array<{ label: string; path: string; unit: string }> = [
   { label: 'bare Hono-on-Node passthrough: added TTFB p99 at concurrency 64 (no auth, no limits)', path: 'edge.raw.bare_hono_added_ttfb_ms_p99_c64', unit: 'ms' },
   { label: 'bare Hono-on-Node passthrough: requests per CPU-second (same core, same load)', path: 'edge.raw.one_core.bare_hono_passthrough_requests_per_cpu_s', unit: 'req/s' },
   { label: 'wrangler dev added TTFB p99 at concurrency 64', path: 'edge.wrangler_added_ttfb_ms_p99_c64', unit: 'ms' },
+  { label: 'longest frame gap, 8 concurrent streams, through the Workers edge', path: 'edge.wrangler_stream_gap_max_ms_c8', unit: 'ms' },
+  { label: 'longest frame gap, 8 concurrent streams, through the Node edge', path: 'edge.node_stream_gap_max_ms_c8', unit: 'ms' },
+  { label: 'longest frame gap, 8 concurrent streams, through plain wrangler dev (DevTools inspector on)', path: 'edge.raw.streams.streams_c8.wrangler-inspector.gap_max_ms', unit: 'ms' },
   { label: 'rate-limit check p99', path: 'ratelimit.raw.requests_check_ms.p99', unit: 'ms' },
 ]
 
