@@ -59,6 +59,8 @@ interface StreamRound {
   per_stream_max_ms: number[]
   total_ms_p50: number
   errors: number
+  /** The first failed stream's error (status and body head), for diagnosis. */
+  first_error?: string
 }
 
 export interface EdgeStreamsResult {
@@ -122,6 +124,8 @@ export async function runEdgeStreams(i: EdgeStreamsInput): Promise<EdgeStreamsRe
           total_ms_p50: round(percentile(ok.map((x) => x.totalMs), 50)),
           errors: recs.length - ok.length,
         }
+        const failed = recs.find((x) => x.status !== 200 || x.error)
+        if (failed) row.first_error = (failed.error ?? `HTTP ${failed.status}`).slice(0, 200)
         ;(streams[t] ??= []).push(row)
         ctx.log(`streams c${STREAMS} round ${r + 1}/${streamRounds}, ${t}: frame gap p50 ${row.gap_p50_ms.toFixed(1)} ms, max ${row.gap_max_ms.toFixed(0)} ms, stream total p50 ${row.total_ms_p50.toFixed(0)} ms${row.errors ? `, ${row.errors} errors` : ''}`)
         await sleep(200)
@@ -151,6 +155,10 @@ export async function runEdgeStreams(i: EdgeStreamsInput): Promise<EdgeStreamsRe
     for (const [t, rows] of Object.entries(c64)) {
       const errors = rows.reduce((a, x) => a + x.errors, 0)
       if (errors) notes.push(`edge streams c64, ${t}: ${errors} requests failed or were cut off and are left out of the percentiles`)
+    }
+    for (const [t, rows] of Object.entries(streams)) {
+      const failed = rows.filter((x) => x.errors)
+      if (failed.length) notes.push(`edge streams c8, ${t}: ${failed.reduce((a, x) => a + x.errors, 0)} streams failed and are left out of the gaps (first: ${failed[0]!.first_error})`)
     }
 
     const med = (t: Target, f: (x: StreamRound) => number) => (streams[t]?.length ? round(median(streams[t]!.map(f))) : null)
