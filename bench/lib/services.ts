@@ -157,22 +157,37 @@ export async function startNodeEdge(env: Record<string, string>, opts: { cpus?: 
   return { url: `http://127.0.0.1:${port}`, proc, stop: () => proc.stop() }
 }
 
-/** `wrangler dev` offline (infra/local/stack.ts wranglerSpec): env file with single-quoted values. */
-export async function startWranglerDev(env: Record<string, string>): Promise<EdgeProc> {
+export interface WranglerDevOptions {
+  /**
+   * `npm start`'s default (false): wrangler's dev engine with the DevTools inspector off
+   * (infra/local/wrangler-dev-cli.ts); true: plain `wrangler dev`, inspector on — the set-up whose
+   * concurrent streams stall (edge/README.md), kept as the control.
+   */
+  inspector?: boolean
+  /** A wrangler config other than the repo's (the bare proxy Worker, bench/probe/bare-worker/). */
+  config?: string
+  name?: string
+}
+
+/**
+ * The local Workers edge offline, as infra/local/stack.ts runs it (env file with single-quoted
+ * values): by default the stack's default kind, or plain `wrangler dev` with `inspector: true`.
+ */
+export async function startWranglerDev(env: Record<string, string>, opts: WranglerDevOptions = {}): Promise<EdgeProc> {
   const dir = mkdtempSync(join(tmpdir(), 'zl-bench-wrangler-'))
   const envFile = join(dir, 'edge.env')
   for (const [k, v] of Object.entries(env)) if (v.includes("'")) throw new Error(`wrangler env value of ${k} contains a single quote`)
   writeFileSync(envFile, Object.entries(env).map(([k, v]) => `${k}='${v}'`).join('\n') + '\n')
   const port = await freePort()
-  const inspector = await freePort()
-  const proc = spawnProc('wrangler-dev', process.execPath, [
-    'node_modules/wrangler/bin/wrangler.js', 'dev', '--ip', '127.0.0.1', '--port', String(port), '--inspector-port', String(inspector),
-    '--persist-to', join(dir, 'state'), '--env-file', envFile, '--show-interactive-dev-session=false', '--log-level', 'warn',
-  ], { env: { CLOUDFLARE_CF_FETCH_ENABLED: 'false', WRANGLER_SEND_METRICS: 'false' } })
+  const common = ['--ip', '127.0.0.1', '--port', String(port), '--persist-to', join(dir, 'state'), '--env-file', envFile, '--log-level', 'warn', ...(opts.config ? ['--config', opts.config] : [])]
+  const args = opts.inspector
+    ? ['node_modules/wrangler/bin/wrangler.js', 'dev', ...common, '--inspector-port', String(await freePort()), '--show-interactive-dev-session=false']
+    : [...TSX, 'infra/local/wrangler-dev-cli.ts', ...common, '--no-watch']
+  const proc = spawnProc(opts.name ?? (opts.inspector ? 'wrangler-dev-inspector' : 'wrangler-dev'), process.execPath, args, { env: { CLOUDFLARE_CF_FETCH_ENABLED: 'false', WRANGLER_SEND_METRICS: 'false' } })
   const url = `http://127.0.0.1:${port}`
   try {
     await Promise.race([
-      waitUntil('wrangler dev', async () => (await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2000) })).ok, 120_000, 500),
+      waitUntil('wrangler dev', async () => (await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2000) })).status === 200, 120_000, 500),
       proc.exited.then((code) => {
         throw new Error(`wrangler dev exited (code ${code}); last output:\n${proc.tail()}`)
       }),

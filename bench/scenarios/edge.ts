@@ -37,6 +37,7 @@ import { chatPromptOfLength } from '../lib/prompts.ts'
 import type { BenchContext, SectionResult } from '../lib/report-types.ts'
 import { startBarePassthrough, startGpuNode, startInstantUpstream, startNodeEdge, startUpstashProcs, startWranglerDev, type EdgeProc, type GpuNode, type LocalUpstashProcs } from '../lib/services.ts'
 import { median, percentile, round, summarize } from '../lib/stats.ts'
+import { runEdgeStreams } from './edge-streams.ts'
 
 const API_KEY = 'zl-benchkey' + '0'.repeat(32 - 'benchkey'.length)
 const MAX_TOKENS = 32
@@ -188,6 +189,11 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
       ctx.log(`c64 round ${r + 1}/${c64Rounds}: TTFB p99 direct ${p99s.direct!.toFixed(2)} ms, node edge ${p99s['node-edge']!.toFixed(2)} ms${p99s.wrangler !== undefined ? `, wrangler ${p99s.wrangler.toFixed(2)} ms` : ''}, bare Hono passthrough ${p99s['bare-hono']!.toFixed(2)} ms`)
     }
 
+    // Streams at concurrency 8 and the Workers edge ÷ the Node edge at c64 (edge-streams.ts).
+    const streams = await runEdgeStreams({ ctx, modelDir, node, secret, apiKey: API_KEY, edgeEnv, nodeEdgeUrl: nodeEdge.url, ...(wrangler ? { wranglerUrl: wrangler.url } : {}), dispatcher: agent })
+    raw.streams = streams.raw
+    notes.push(...streams.notes)
+
     // Requests/s on one core, instant upstream, non-streaming; the bare Hono passthrough (same
     // core, same load) right after the edge in each round, for perspective.
     const rpsRounds = ctx.quick ? 2 : 3
@@ -276,6 +282,7 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
         node_requests_per_s_one_core: round(median(rpsRoundsOut.map((x) => x.requests_per_cpu_s)), 0),
         wrangler_added_ttfb_ms_p50_c1: origins.wrangler ? round(median(c1Added.wrangler)) : null,
         ...(origins.wrangler ? { wrangler_added_ttfb_ms_p99_c64: round(median(c64Added.wrangler)) } : {}),
+        ...streams.figures,
       },
       raw,
       notes,

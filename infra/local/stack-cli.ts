@@ -1,10 +1,10 @@
 /**
- * `npm start [-- --regions N] [--nodes-per-region N] [--edge node] [--model DIR]`: the whole local stack in the
+ * `npm start [-- --regions N] [--nodes-per-region N] [--edge wrangler|wrangler-inspector|node] [--model DIR]`: the whole local stack in the
  * foreground. Ctrl-C stops everything; a critical service dying stops everything with the reason.
  */
 import { LOCAL, stackNodes, type StackOptions } from './stack-config.ts'
 import { parseStackFlags } from './stack-flags.ts'
-import { startStack, type RunningStack } from './stack.ts'
+import { EDGE_DESCRIPTION, startStack, type RunningStack } from './stack.ts'
 
 function banner(opts: StackOptions, stack: RunningStack): string {
   const model = opts.modelDir.replace(/\/+$/, '').split('/').pop()
@@ -12,8 +12,8 @@ function banner(opts: StackOptions, stack: RunningStack): string {
   const nodes = stackNodes(opts).map((n) => `${n.id} http://${LOCAL.host}:${n.port}`).join('\n              ')
   return `
 zerolayer local stack is up
-  edge        ${url}   (${opts.edge === 'node' ? 'Node entry' : 'wrangler dev'})
-  dashboard   ${url}/dashboard
+  edge        ${url}   (${EDGE_DESCRIPTION[opts.edge]})
+${opts.edge === 'node' ? '' : '              at 64 concurrent streams its TTFB p99 is about 2x the Node edge\'s (`--edge node`): edge/README.md\n'}  dashboard   ${url}/dashboard
   nodes       ${nodes}
   dev API key ${opts.devApiKey}   (tenant "dev")
   admin token ${opts.adminToken}

@@ -49,4 +49,10 @@ describe('parseStackFlags', () => {
     expect(() => parseStackFlags(['--nodes-per-region', '0'], {})).toThrow('--nodes-per-region')
     expect(() => parseStackFlags(['--nodes-per-region', '9'], {})).toThrow('--nodes-per-region')
   })
+
+  it("defaults to the Workers edge without DevTools (plain wrangler dev stalls streams); --edge wrangler-inspector is plain wrangler dev", () => {
+    expect(parseStackFlags([], {}).edge).toBe('wrangler')
+    expect(parseStackFlags(['--edge', 'wrangler-inspector'], {}).edge).toBe('wrangler-inspector')
+    expect(() => parseStackFlags(['--edge', 'miniflare'], {})).toThrow('--edge')
+  })
 })

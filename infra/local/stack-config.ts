@@ -45,12 +45,20 @@ export interface StackNode {
 /** Most nodes per region the fixed port layout has room for (ports 9101 + 10·k + region). */
 export const MAX_NODES_PER_REGION = 8
 
+export const EDGE_KINDS = ['wrangler', 'wrangler-inspector', 'node'] as const
+export type EdgeKind = (typeof EDGE_KINDS)[number]
+
 export interface StackOptions {
   /** How many of REGIONS to run (1..REGIONS.length; more reuse the list with new ports). */
   regions: number
   /** GPU nodes per region (default 1), each with its own port and node id: cache-affine routing spreads conversations over them. */
   nodesPerRegion?: number
-  edge: 'wrangler' | 'node'
+  /**
+   * `wrangler`: the Worker under wrangler's dev engine with the DevTools inspector off (the
+   * default: plain `wrangler dev` stalls concurrent streams, infra/local/wrangler-dev.ts);
+   * `wrangler-inspector`: plain `wrangler dev`, DevTools on, streams stall; `node`: the Node entry.
+   */
+  edge: EdgeKind
   modelDir: string
   devApiKey: string
   adminToken: string
@@ -70,7 +78,7 @@ export interface PortPlan {
   edge: number
   /** One per node, region by region (every node of the first region, then the next…): stackNodes' order. */
   nodes: number[]
-  /** wrangler dev's devtools port (default: wrangler picks one). */
+  /** The DevTools inspector's port under `wrangler-inspector` (default: wrangler picks one); unused otherwise. */
   inspector?: number
 }
 

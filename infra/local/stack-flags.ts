@@ -1,15 +1,15 @@
 /**
- * `npm start`'s flags (`--regions N`, `--nodes-per-region N`, `--edge node`, `--model DIR`) and
+ * `npm start`'s flags (`--regions N`, `--nodes-per-region N`, `--edge wrangler|wrangler-inspector|node`, `--model DIR`) and
  * dev credentials from the environment → StackOptions, parsed once with zod.
  */
 import { parseArgs } from 'node:util'
 import { z } from 'zod'
-import { LOCAL, MAX_NODES_PER_REGION, REGIONS, type StackOptions } from './stack-config.ts'
+import { EDGE_KINDS, LOCAL, MAX_NODES_PER_REGION, REGIONS, type StackOptions } from './stack-config.ts'
 
 const Flags = z.object({
   regions: z.coerce.number().int().min(1).max(9).default(REGIONS.length),
   'nodes-per-region': z.coerce.number().int().min(1).max(MAX_NODES_PER_REGION).default(1),
-  edge: z.enum(['wrangler', 'node']).default('wrangler'),
+  edge: z.enum(EDGE_KINDS).default('wrangler'),
   model: z.string().min(1).default('models/tiny'),
 })
 

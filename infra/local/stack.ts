@@ -11,7 +11,7 @@ import { seedKey } from '../keys/key-admin.ts'
 import { ensureGeneratedModel } from '../../gpu-node/tools/generate-model/ensure-model.ts'
 import { RespConnection } from './redis-client.ts'
 import { findRedisServer } from './redis-process.ts'
-import { bridgeUrl, edgeEnv, LOCAL, nodeEnv, portPlan, stackNodes, type PortPlan, type StackNode, type StackOptions } from './stack-config.ts'
+import { bridgeUrl, edgeEnv, LOCAL, nodeEnv, portPlan, stackNodes, type EdgeKind, type PortPlan, type StackNode, type StackOptions } from './stack-config.ts'
 import { Supervisor, type ServiceSpec, type SupervisorEvents } from './supervisor.ts'
 
 const STATE_DIR = '.stack'
@@ -51,7 +51,7 @@ export async function startStack(opts: StackOptions, events: SupervisorEvents): 
       events.status(`starting GPU node ${n.id} (${n.region.name}) on ${LOCAL.host}:${n.port} (${opts.modelDir})`)
       await supervisor.start(nodeSpec(opts, n))
     }
-    events.status(opts.edge === 'node' ? `starting the Node edge on ${LOCAL.host}:${ports.edge}` : `starting the edge under wrangler dev on ${LOCAL.host}:${ports.edge}`)
+    events.status(`starting ${EDGE_DESCRIPTION[opts.edge]} on ${LOCAL.host}:${ports.edge}`)
     await supervisor.start(opts.edge === 'node' ? nodeEdgeSpec(opts) : wranglerSpec(opts, stateDir))
   } catch (e) {
     await stop()
@@ -103,6 +103,13 @@ function nodeSpec(opts: StackOptions, n: StackNode): ServiceSpec {
   }
 }
 
+/** What each edge kind is, in the stack's status lines and banner. */
+export const EDGE_DESCRIPTION: Record<EdgeKind, string> = {
+  wrangler: "the edge under wrangler's dev engine (workerd, DevTools inspector off)",
+  'wrangler-inspector': 'the edge under wrangler dev with its DevTools inspector (concurrent streams stall: edge/README.md)',
+  node: 'the Node edge',
+}
+
 function wranglerSpec(opts: StackOptions, stateDir: string): ServiceSpec {
   const { edge, inspector } = portPlan(opts)
   const envFile = join(stateDir, 'edge.env')
@@ -115,10 +122,15 @@ function wranglerSpec(opts: StackOptions, stateDir: string): ServiceSpec {
     // `--log-level log`: wrangler prints the Worker's console.log (the edge's request log lines)
     // only at its `log` level or above; at `warn` they were dropped before reaching edge.log.
     // `log` also brings wrangler's own `[wrangler:info]` lines (method, path, status).
-    args: [
-      'node_modules/wrangler/bin/wrangler.js', 'dev', '--ip', LOCAL.host, '--port', String(edge), '--env-file', envFile, '--show-interactive-dev-session=false', '--log-level', 'log',
-      ...(inspector !== undefined ? ['--inspector-port', String(inspector)] : []),
-    ],
+    // The default kind runs wrangler's dev engine without the inspector (wrangler-dev.ts: with it,
+    // concurrent streams stall); `wrangler-inspector` is plain `wrangler dev`, for a debugger.
+    args:
+      opts.edge === 'wrangler-inspector'
+        ? [
+            'node_modules/wrangler/bin/wrangler.js', 'dev', '--ip', LOCAL.host, '--port', String(edge), '--env-file', envFile, '--show-interactive-dev-session=false', '--log-level', 'log',
+            ...(inspector !== undefined ? ['--inspector-port', String(inspector)] : []),
+          ]
+        : [...TSX, 'infra/local/wrangler-dev-cli.ts', '--ip', LOCAL.host, '--port', String(edge), '--env-file', envFile, '--log-level', 'log'],
     // Offline: no cf fetch, no telemetry (FACTS.md).
     env: { CLOUDFLARE_CF_FETCH_ENABLED: 'false', WRANGLER_SEND_METRICS: 'false' },
     ready: () => httpAnswers(`http://${LOCAL.host}:${edge}/healthz`),

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from '@upstash/redis'
 import { freePort } from '../../../infra/local/redis-process.ts'
-import { edgeEnv, LOCAL, REGIONS, stackRegions, type Region, type StackOptions } from '../../../infra/local/stack-config.ts'
+import { edgeEnv, LOCAL, REGIONS, stackRegions, type EdgeKind, type Region, type StackOptions } from '../../../infra/local/stack-config.ts'
 import { startStack, type RunningStack } from '../../../infra/local/stack.ts'
 import { Metrics, pollUntil } from '../../node/gpu-node-process.ts'
 
@@ -19,7 +19,7 @@ export interface TestStackOptions {
   regions?: number
   /** GPU nodes per region (default 1). */
   nodesPerRegion?: number
-  edge?: 'wrangler' | 'node'
+  edge?: EdgeKind
   edgeVars?: Record<string, string>
   nodeVars?: Record<string, string>
 }
