@@ -1,5 +1,5 @@
 /**
- * `npm start [-- --regions N] [--nodes-per-region N] [--edge wrangler|wrangler-inspector|node] [--model DIR]`: the whole local stack in the
+ * `npm start [-- --regions N] [--nodes-per-region N] [--edge wrangler|miniflare|wrangler-inspector|node] [--model DIR]`: the whole local stack in the
  * foreground. Ctrl-C stops everything; a critical service dying stops everything with the reason.
  */
 import { LOCAL, stackNodes, type StackOptions } from './stack-config.ts'
@@ -13,7 +13,7 @@ function banner(opts: StackOptions, stack: RunningStack): string {
   return `
 zerolayer local stack is up
   edge        ${url}   (${EDGE_DESCRIPTION[opts.edge]})
-${opts.edge === 'node' ? '' : '              at 64 concurrent streams its TTFB p99 is about 2x the Node edge\'s (`--edge node`): edge/README.md\n'}  dashboard   ${url}/dashboard
+${opts.edge === 'node' ? '' : '              at 64 concurrent streams its TTFB p99 is 2-3x the Node edge\'s (`--edge node`): edge/README.md\n'}  dashboard   ${url}/dashboard
   nodes       ${nodes}
   dev API key ${opts.devApiKey}   (tenant "dev")
   admin token ${opts.adminToken}

@@ -1,5 +1,5 @@
 /**
- * `npm start`'s flags (`--regions N`, `--nodes-per-region N`, `--edge wrangler|wrangler-inspector|node`, `--model DIR`) and
+ * `npm start`'s flags (`--regions N`, `--nodes-per-region N`, `--edge wrangler|miniflare|wrangler-inspector|node`, `--model DIR`) and
  * dev credentials from the environment → StackOptions, parsed once with zod.
  */
 import { parseArgs } from 'node:util'
