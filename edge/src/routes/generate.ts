@@ -14,6 +14,7 @@ import type { AppEnv, EdgeDeps } from '../app-env.ts'
 import { CLIENT_CLOSED_STATUS } from '../latency/outcome.ts'
 import { refundCharge } from '../middleware/rate-limit.ts'
 import { forward, ClientGone, type ForwardResult } from '../proxy/forward.ts'
+import { resumeCounter } from '../proxy/resume-counter.ts'
 import type { AffinityMemory } from '../routing/affinity-memory.ts'
 import { routeByAffinity, type AffinityReason, type AffinityRoute } from '../routing/affinity-route.ts'
 import { clientLocation, edgeColo } from '../routing/client-location.ts'
@@ -61,6 +62,8 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
         edge,
         signal: c.req.raw.signal,
         startedAtMs: c.get('startedAtMs'),
+        // Fixed up front so that a continuation samples exactly as the first node would have.
+        ...(gen.stream ? { seed: crypto.getRandomValues(new Uint32Array(1))[0] } : {}),
       }, {
         upstream: deps.upstream,
         secret: deps.config.edgeSharedSecret,
@@ -69,6 +72,9 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
         requestTimeoutMs: deps.config.requestTimeoutMs,
         markDown: (id) => deps.registry.markDown(id),
         now,
+        maxResumes: deps.config.maxResumes,
+        stallMs: deps.config.streamStallMs,
+        onResume: (outcome) => resumeCounter.add(outcome),
       })
     } catch (e) {
       dispatch?.end()

@@ -1,0 +1,163 @@
+/**
+ * A stream survives its node's death (DESIGN.md §4 Resume), through the Node entry with three
+ * real tiny-model nodes: SIGKILL the node carrying 8 streams (chat, completions, messages;
+ * greedy, seeded, unseeded) and every stream completes in its dialect's strict shape with no
+ * error event, the greedy and seeded ones with exactly the text of an undisturbed run; a stream
+ * whose node dies twice is resumed twice and still exact; a third death ends it with one error
+ * event. The undisturbed run is the control: a resume that repeated, dropped or re-sampled a
+ * token would differ from it.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { sseFrames, type SseFrame } from '../node/sse-client.ts'
+import { edgePost } from './support/clients.ts'
+import { GEO, pollUntil, startTestStack, waitForStatus, type TestStack } from './support/stack.ts'
+import { judgeStream, type StreamPath } from './support/stream-shape.ts'
+
+let stack: TestStack
+beforeAll(async () => {
+  stack = await startTestStack({ regions: 3, edge: 'node' })
+})
+afterAll(async () => {
+  await stack?.stop()
+})
+
+const TOKENS = 600
+const LONG = { max_tokens: TOKENS, ignore_eos: true, stream: true }
+const REGION_NAMES = ['us-east', 'eu-west', 'ap-south']
+
+interface Case {
+  label: string
+  path: StreamPath
+  body: Record<string, unknown>
+  /** Greedy or seeded: the text is a function of the request. */
+  exact: boolean
+}
+
+const chat = (label: string, sampling: object, exact: boolean): Case => ({ label, path: '/v1/chat/completions', exact, body: { messages: [{ role: 'user', content: `Talk about ${label}` }], stream_options: { include_usage: true }, ...LONG, ...sampling } })
+const CASES: Case[] = [
+  chat('chat greedy', { temperature: 0 }, true),
+  chat('chat seeded', { temperature: 1, seed: 11 }, true),
+  chat('chat unseeded', { temperature: 1 }, false),
+  { label: 'completions greedy', path: '/v1/completions', exact: true, body: { prompt: 'Once upon a time', stream_options: { include_usage: true }, ...LONG, temperature: 0 } },
+  { label: 'completions seeded', path: '/v1/completions', exact: true, body: { prompt: 'In a land far away', stream_options: { include_usage: true }, ...LONG, temperature: 0.9, seed: 5 } },
+  { label: 'messages greedy', path: '/v1/messages', exact: true, body: { messages: [{ role: 'user', content: 'Hello there' }], ...LONG, temperature: 0 } },
+  { label: 'messages seeded', path: '/v1/messages', exact: true, body: { messages: [{ role: 'user', content: 'Hi again' }], ...LONG, temperature: 1, seed: 3 } },
+  { label: 'messages unseeded', path: '/v1/messages', exact: false, body: { messages: [{ role: 'user', content: 'Hey' }], ...LONG, temperature: 1 } },
+]
+
+interface Held {
+  frames: SseFrame[]
+  ended: Promise<void>
+  region: string | null
+}
+
+async function open(c: Case): Promise<Held> {
+  const res = await edgePost(stack.edgeUrl, c.path, { model: stack.model, ...c.body }, { apiKey: stack.devApiKey, geo: GEO['us-east'] })
+  expect(res.status, c.label).toBe(200)
+  const frames: SseFrame[] = []
+  const ended = (async () => {
+    try {
+      for await (const f of sseFrames(res)) if (!f.comment) frames.push(f)
+    } catch {
+      // A reset is judged by the frames that arrived.
+    }
+  })()
+  return { frames, ended, region: res.headers.get('x-zl-region') }
+}
+
+/** Requests running on a region's node; -1 while it is down or not yet listening. */
+async function running(region: string): Promise<number> {
+  if (stack.nodePid(region) === undefined) return -1
+  try {
+    return (await stack.metrics(region)).value('zl_num_requests_running')
+  } catch {
+    return -1 // killed between the pid check and the scrape, or restarted and still loading
+  }
+}
+
+/** The region (other than `not`) whose node runs at least `n` requests, as soon as one does. */
+async function regionRunning(n: number, not: ReadonlySet<string>): Promise<string> {
+  let found = ''
+  await pollUntil(async () => {
+    for (const r of REGION_NAMES) if (!not.has(r) && (await running(r)) >= n) return (found = r)
+    return ''
+  }, (r) => r !== '', `a region running ${n} of the streams`, 15_000, 5)
+  return found
+}
+
+function kill(region: string): void {
+  process.kill(stack.nodePid(region)!, 'SIGKILL')
+}
+
+/** Every node up (the supervisor restarts a killed one after its back-off) and idle. */
+async function allBack(): Promise<void> {
+  await pollUntil(() => Promise.all(REGION_NAMES.map(running)), (ns) => ns.every((n) => n === 0), 'every node up and idle', 30_000, 50)
+}
+
+const reference = new Map<string, string>()
+
+describe('resume on another node after a node dies mid-stream (Node entry)', () => {
+  it('an undisturbed run of the 8 streams (the reference texts)', async () => {
+    const runs = await Promise.all(CASES.map(open))
+    await Promise.all(runs.map((r) => r.ended))
+    for (const [i, c] of CASES.entries()) {
+      const v = judgeStream(c.path, runs[i]!.frames)
+      expect(v.problems, c.label).toEqual([])
+      expect(v.completionTokens, c.label).toBe(TOKENS)
+      reference.set(c.label, v.text)
+    }
+  })
+
+  it('SIGKILL of the node carrying 8 streams: all complete, strict shape, no error event, greedy and seeded texts exact', async () => {
+    const before = await resumeCounts()
+    const runs = await Promise.all(CASES.map(open))
+    const region = await regionRunning(CASES.length, new Set())
+    expect(runs.every((r) => r.region === region)).toBe(true)
+    await pollUntil(async () => runs.every((r) => r.frames.length > 3), (ok) => ok, 'every stream under way', 15_000, 5)
+    kill(region)
+    await Promise.all(runs.map((r) => r.ended))
+    for (const [i, c] of CASES.entries()) {
+      const v = judgeStream(c.path, runs[i]!.frames)
+      expect(v.errors, `${c.label}: no error event`).toBe(0)
+      expect(v.problems, c.label).toEqual([])
+      expect(v.completionTokens, `${c.label}: usage counts the whole answer`).toBe(TOKENS)
+      if (c.exact) expect(v.text, `${c.label}: exactly the undisturbed text`).toBe(reference.get(c.label))
+    }
+    const after = await resumeCounts()
+    expect(after.resumed - before.resumed).toBe(CASES.length)
+  })
+
+  it('two deaths in a row: resumed twice, still exact; a third death: one error event, last', async () => {
+    await waitForStatus(stack, /is back/, 'the killed node to be restarted')
+    await allBack()
+    const greedy = CASES[0]!
+    for (const deaths of [2, 3]) {
+      const run = await open(greedy)
+      const dead = new Set<string>()
+      for (let d = 0; d < deaths; d++) {
+        const region = await regionRunning(1, dead)
+        const at = run.frames.length
+        await pollUntil(async () => run.frames.length, (n) => n > at + 2, 'frames from the node before its death', 15_000, 2)
+        kill(region)
+        dead.add(region)
+      }
+      await run.ended
+      const v = judgeStream(greedy.path, run.frames)
+      if (deaths === 2) {
+        expect(v.errors).toBe(0)
+        expect(v.problems).toEqual([])
+        expect(v.text).toBe(reference.get(greedy.label))
+      } else {
+        expect(v.errors).toBe(1)
+        expect(run.frames.at(-1)!.data).toMatch(/^\{"error"/)
+        expect(run.frames.some((f) => f.data === '[DONE]')).toBe(false)
+      }
+      await allBack()
+    }
+  })
+})
+
+async function resumeCounts(): Promise<{ resumed: number; exhausted: number; no_node: number }> {
+  const res = await fetch(`${stack.edgeUrl}/v1/regions`, { headers: { authorization: `Bearer ${stack.adminToken}` } })
+  return ((await res.json()) as { resumes: { resumed: number; exhausted: number; no_node: number } }).resumes
+}
