@@ -1,9 +1,11 @@
 /**
  * Faults in the running local stack (edge under workerd via `wrangler dev`, two GPU nodes on the
  * tiny model, redis-server behind the Upstash bridge, all under the stack's Supervisor):
- * - a GPU node SIGKILLed mid-stream: each of its streams ends with ONE dialect error event within
- *   a second, new requests are served by the other node without a client-visible failure, and the
- *   supervisor brings the node back after its back-off, after which its region's traffic returns;
+ * - a GPU node SIGKILLed mid-stream: each of its streams is resumed on the other node (DESIGN.md §4
+ *   Resume, here on the Workers entry's web-stream path) and completes with no error event, the
+ *   greedy ones with exactly an undisturbed run's text; new requests are served by the other node
+ *   without a client-visible failure, and the supervisor brings the node back after its back-off,
+ *   after which its region's traffic returns;
  * - Redis frozen (SIGSTOP) and then killed: the limiter's failure policy decides within
  *   RATE_LIMIT_TIMEOUT_MS: `open` (the stack's workerd edge) keeps serving a cached key, `closed`
  *   (a Node edge started beside it, same nodes and bridge) answers 503 / 529 at once.
@@ -14,9 +16,10 @@ import OpenAI from 'openai'
 import type { ChatCompletionCreateParamsNonStreaming, ChatCompletionCreateParamsStreaming } from 'openai/resources/chat/completions'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createKey } from '../../infra/keys/key-admin.ts'
-import { sseFrames, type SseFrame } from '../node/sse-client.ts'
+import { readAllFrames, sseFrames, type SseFrame } from '../node/sse-client.ts'
 import { anthropicClient, edgePost, openaiClient, serverTiming } from './support/clients.ts'
 import { GEO, pollUntil, startTestStack, waitForStatus, waitIdle, type TestStack } from './support/stack.ts'
+import { judgeStream, type StreamPath } from './support/stream-shape.ts'
 
 /** The limiter's deadline for a Redis answer in this file (both edges). */
 const RATE_LIMIT_TIMEOUT_MS = 250
@@ -77,17 +80,23 @@ describe('a GPU node killed mid-stream', () => {
   /** Epoch ms of the kill: a heartbeat newer than this comes from the restarted node. */
   let killedAtEpochMs: number
 
-  it('ends each of its streams with one dialect error event within a second; new requests go to the other node', async () => {
+  it('resumes each of its streams on the other node: complete, no error event, greedy texts exact; new requests go to the other node', async () => {
     const geo = GEO['us-east']
+    const GREEDY = { ...LONG, temperature: 0 }
+    const rawRequests: Array<[StreamPath, Record<string, unknown>]> = [
+      ['/v1/chat/completions', { model: MODEL, messages: user('Talk forever'), stream: true, stream_options: { include_usage: true }, ...GREEDY }],
+      ['/v1/completions', { model: MODEL, prompt: 'Talk forever', stream: true, stream_options: { include_usage: true }, ...GREEDY }],
+      ['/v1/messages', { model: MODEL, messages: user('Talk forever'), stream: true, ...GREEDY }],
+    ]
     // The same through the SDKs: the error event must surface as an APIError, not a silent end.
     const openai = openaiClient(stack.edgeUrl, { apiKey: stack.devApiKey, geo })
     const anthropic = anthropicClient(stack.edgeUrl, { apiKey: stack.devApiKey, geo })
     // All five open at once: opened one after another through a cold edge, the first streams'
     // 900 tiny-model tokens (about a second on an idle node) could end before the last began.
     const [chatRes, completionsRes, messagesRes, oStream, aStream] = await Promise.all([
-      edgePost(stack.edgeUrl, '/v1/chat/completions', { model: MODEL, messages: user('Talk forever'), stream: true, ...LONG }, { apiKey: stack.devApiKey, geo }),
-      edgePost(stack.edgeUrl, '/v1/completions', { model: MODEL, prompt: 'Talk forever', stream: true, ...LONG }, { apiKey: stack.devApiKey, geo }),
-      edgePost(stack.edgeUrl, '/v1/messages', { model: MODEL, messages: user('Talk forever'), stream: true, ...LONG }, { apiKey: stack.devApiKey, geo }),
+      edgePost(stack.edgeUrl, rawRequests[0]![0], rawRequests[0]![1], { apiKey: stack.devApiKey, geo }),
+      edgePost(stack.edgeUrl, rawRequests[1]![0], rawRequests[1]![1], { apiKey: stack.devApiKey, geo }),
+      edgePost(stack.edgeUrl, rawRequests[2]![0], rawRequests[2]![1], { apiKey: stack.devApiKey, geo }),
       openai.chat.completions.create({ model: MODEL, messages: user('Talk on'), stream: true, ...LONG } as ChatCompletionCreateParamsStreaming),
       anthropic.messages.create({ model: MODEL, messages: user('Talk on'), stream: true, ...LONG } as Anthropic.MessageCreateParamsStreaming),
     ])
@@ -104,33 +113,11 @@ describe('a GPU node killed mid-stream', () => {
     for (const s of raw) expect(s.frames.some((f) => f.data.includes('error'))).toBe(false)
 
     killedPid = stack.nodePid('us-east')!
-    const killedAt = performance.now()
     killedAtEpochMs = Date.now()
     process.kill(killedPid, 'SIGKILL')
 
-    const rawEnds = await Promise.all(raw.map((s) => s.ended))
-    const [o, a] = await Promise.all([oDone, aDone])
-    for (const [i, s] of raw.entries()) {
-      expect(rawEnds[i]! - killedAt, `${s.label} ended within a second of the kill`).toBeLessThan(1000)
-      const errors = s.frames.filter((f) => f.event === 'error' || f.data.startsWith('{"error"'))
-      expect(errors, `${s.label}: exactly one error event`).toHaveLength(1)
-      expect(s.frames.at(-1), `${s.label}: the error event is the last frame`).toBe(errors[0])
-      expect(s.frames.some((f) => f.data === '[DONE]' || f.event === 'message_stop')).toBe(false)
-    }
-    expect(JSON.parse(raw[0]!.frames.at(-1)!.data)).toMatchObject({ error: { type: 'server_error', code: 'upstream_unavailable' } })
-    expect(JSON.parse(raw[1]!.frames.at(-1)!.data)).toMatchObject({ error: { type: 'server_error', code: 'upstream_unavailable' } })
-    expect(raw[2]!.frames.at(-1)!.event).toBe('error')
-    expect(JSON.parse(raw[2]!.frames.at(-1)!.data)).toMatchObject({ type: 'error', error: { type: 'api_error' } })
-
-    expect(o.error).toBeInstanceOf(OpenAI.APIError)
-    expect((o.error as InstanceType<typeof OpenAI.APIError>).error).toMatchObject({ code: 'upstream_unavailable' })
-    expect(o.at - killedAt).toBeLessThan(1000)
-    expect(a.error).toBeInstanceOf(Anthropic.APIError)
-    expect((a.error as InstanceType<typeof Anthropic.APIError>).error).toMatchObject({ type: 'error', error: { type: 'api_error' } })
-    expect(a.at - killedAt).toBeLessThan(1000)
-
-    // The region is out (the supervisor restarts it after a 1 s back-off): new requests from a
-    // client next to it are served by eu-west, the first after a failover, none failing.
+    // While the streams resume, the region is out (the supervisor restarts it after a 1 s
+    // back-off): new requests from a client next to it are served by eu-west, the first after a failover, none failing.
     await waitForStatus(stack, /gpu-node-us-east killed by SIGKILL; restarting in 1 s/, 'the supervisor to report the kill')
     const answers: Response[] = []
     for (const path of ['/v1/chat/completions', '/v1/messages', '/v1/chat/completions']) {
@@ -147,6 +134,23 @@ describe('a GPU node killed mid-stream', () => {
     const msg = await anthropic.messages.create({ model: MODEL, messages: user('and now?'), max_tokens: 3, ignore_eos: true } as Anthropic.MessageCreateParamsNonStreaming).withResponse()
     expect(msg.response.headers.get('x-zl-region')).toBe('eu-west')
     expect(msg.data.usage.output_tokens).toBe(3)
+
+    await Promise.all(raw.map((s) => s.ended))
+    const [o, a] = await Promise.all([oDone, aDone])
+    const verdicts = raw.map((s, i) => ({ label: s.label, path: rawRequests[i]![0], v: judgeStream(rawRequests[i]![0], s.frames) }))
+    for (const { label, v } of verdicts) {
+      expect(v.errors, `${label}: no error event`).toBe(0)
+      expect(v.problems, `${label}: strict shape`).toEqual([])
+      expect(v.completionTokens, `${label}: usage counts the whole answer`).toBe(LONG.max_tokens)
+    }
+    // Through the SDKs: no error surfaced, the streams simply ended.
+    expect(o.error).toBeUndefined()
+    expect(a.error).toBeUndefined()
+
+    // The control: the same greedy requests undisturbed (now on eu-west) give exactly the texts
+    // the resumed streams assembled from two nodes.
+    const undisturbed = await Promise.all(rawRequests.map(async ([path, body]) => judgeStream(path, await readAllFrames(await edgePost(stack.edgeUrl, path, body, { apiKey: stack.devApiKey, geo })))))
+    for (const [i, u] of undisturbed.entries()) expect(u.text, `${verdicts[i]!.label}: the undisturbed text`).toBe(verdicts[i]!.v.text)
   })
 
   it('comes back after the supervisor’s back-off: it heartbeats again and takes its region’s traffic back', async () => {

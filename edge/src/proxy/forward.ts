@@ -114,6 +114,7 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
   let failed = 0
   let lastOverload: Extract<Attempt, { ok: false }>['overloaded']
   let lastOverloadNode: RankedNode | undefined
+  let brokeMidBody = false
   for (const node of tried) {
     const attempt = await send(node, req, deps)
     if (attempt.ok) {
@@ -125,8 +126,16 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
         attempt.detach()
         return { response: new Response(null, { status: attempt.res.status, headers }), node, failedAttempts: failed, finished: Promise.resolve({ kind: 'complete' }) }
       }
-      if (!req.stream && !sse) return await wholeAnswer(attempt, headers, node, failed, req, deps)
-      if (req.stream && sse && attempt.res.status === 200) return resumingStream(nodes, node, attempt, headers, failed, req, deps)
+      if (!req.stream && !sse) {
+        const answer = await wholeAnswer(attempt, headers, node, failed, req, deps)
+        // A node that died while sending its JSON answer: the request is simply asked again elsewhere.
+        if (answer) return answer
+        // Not marked down: like a broken stream, it says less about the node than a refused connection.
+        failed++
+        brokeMidBody = true
+        continue
+      }
+      if (req.stream && sse && attempt.res.status === 200 && (deps.maxResumes ?? MAX_RESUMES) > 0) return resumingStream(nodes, node, attempt, headers, failed, req, deps)
       const piped = passThrough(attempt.res, { codec: req.codec, sse, now: deps.now })
       const finished = piped.finished.finally(attempt.detach)
       const response = new Response(piped.readable, { status: attempt.res.status, headers })
@@ -148,6 +157,7 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
     const headers = responseHeaders(lastOverload.headers, lastOverloadNode, failed - 1, req.startedAtMs, upstreamStartMs, deps.now())
     return { response: new Response(lastOverload.body, { status: lastOverload.status, headers }), node: lastOverloadNode, failedAttempts: failed - 1, finished: Promise.resolve({ kind: 'complete' }) }
   }
+  if (brokeMidBody) throw new ApiError('upstream_unavailable', 'The GPU node failed while sending this response; please retry.', { retryAfterMs: 1000 })
   throw new ApiError('upstream_unavailable', 'No GPU node could be reached for this request; please retry.', { retryAfterMs: 1000 })
 }
 
@@ -200,15 +210,16 @@ function resumingStream(nodes: readonly RankedNode[], node: RankedNode, first: E
  * A non-streaming answer is one JSON document the client can only use whole, so the edge takes
  * it whole (bytes untouched) and answers with headers and body in one write — rather than headers
  * first and the body as a stream, a second socket write that cost more CPU than the rest of the
- * response. A node that breaks off mid-body becomes a clean 502 instead of a truncated body.
+ * response. A node that breaks off mid-body is answered undefined: forward asks the next node
+ * (the client never saw a byte), and only when every node failed is it a clean 502.
  */
-async function wholeAnswer(attempt: Extract<Attempt, { ok: true }>, headers: Headers, node: RankedNode, failed: number, req: ForwardRequest, deps: ForwardDeps): Promise<ForwardResult> {
+async function wholeAnswer(attempt: Extract<Attempt, { ok: true }>, headers: Headers, node: RankedNode, failed: number, req: ForwardRequest, deps: ForwardDeps): Promise<ForwardResult | undefined> {
   let bytes: ArrayBuffer
   try {
     bytes = await attempt.res.arrayBuffer()
-  } catch (e) {
+  } catch {
     if (req.signal?.aborted) throw new ClientGone()
-    throw new ApiError('upstream_unavailable', 'The GPU node failed while sending this response; please retry.', { retryAfterMs: 1000, cause: e })
+    return undefined
   } finally {
     attempt.detach()
   }

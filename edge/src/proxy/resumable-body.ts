@@ -162,7 +162,7 @@ function sourceOf(up: UpstreamBody, sink: ChunkSink): PushedBody {
   }
 }
 
-/** The pushed body as a web stream (the Workers path): one chunk queued at most, backpressure by pull. */
+/** The pushed body as a web stream (the Workers path): a few chunks queued, then backpressure by pull. */
 function webStreamOf(pushTo: (sink: ChunkSink) => PushedBody): ReadableStream<Uint8Array> {
   let pushed: PushedBody
   return new ReadableStream<Uint8Array>(
@@ -180,6 +180,6 @@ function webStreamOf(pushTo: (sink: ChunkSink) => PushedBody): ReadableStream<Ui
       pull: () => pushed.resume(),
       cancel: (reason) => pushed.cancel(reason instanceof Error ? reason : new Error(String(reason))),
     },
-    { highWaterMark: 1 },
+    { highWaterMark: 16 },
   )
 }
