@@ -15,12 +15,15 @@ import { judgeStream, type StreamPath } from './support/stream-shape.ts'
 
 let stack: TestStack
 beforeAll(async () => {
-  stack = await startTestStack({ regions: 3, edge: 'node' })
+  // A short stall bound, so the SIGSTOP test waits 2 s, not the default 15 s; tiny-model streams
+  // on idle nodes never pause that long.
+  stack = await startTestStack({ regions: 3, edge: 'node', edgeVars: { STREAM_STALL_MS: String(STALL_MS) } })
 })
 afterAll(async () => {
   await stack?.stop()
 })
 
+const STALL_MS = 2000
 const TOKENS = 600
 const LONG = { max_tokens: TOKENS, ignore_eos: true, stream: true }
 const REGION_NAMES = ['us-east', 'eu-west', 'ap-south']
@@ -154,6 +157,26 @@ describe('resume on another node after a node dies mid-stream (Node entry)', () 
       }
       await allBack()
     }
+  })
+
+  it('a node that stalls (SIGSTOP) mid-stream: resumed after the stall bound, exact; the node is resumed (SIGCONT) after', async () => {
+    const greedy = CASES[0]!
+    const run = await open(greedy)
+    const region = await regionRunning(1, new Set())
+    await pollUntil(async () => run.frames.length, (n) => n > 3, 'frames before the stall', 15_000, 2)
+    const pid = stack.nodePid(region)!
+    process.kill(pid, 'SIGSTOP')
+    const stoppedAt = performance.now()
+    try {
+      await run.ended
+    } finally {
+      process.kill(pid, 'SIGCONT')
+    }
+    expect(performance.now() - stoppedAt).toBeGreaterThanOrEqual(STALL_MS - 50)
+    const v = judgeStream(greedy.path, run.frames)
+    expect(v.errors).toBe(0)
+    expect(v.problems).toEqual([])
+    expect(v.text).toBe(reference.get(greedy.label))
   })
 })
 
