@@ -1,5 +1,10 @@
+/**
+ * The edge's side of resume without a network: whole-frame forwarding and id-line reading
+ * (FrameScanner), and resumableBody's endings — a reset, an end before the final frame, a stall,
+ * exhaustion after maxResumes, no node, and a client that leaves mid-resume.
+ */
 import { describe, expect, it } from 'vitest'
-import { encodeTokens, resumeIdLine } from '../../../shared/src/resume-wire.ts'
+import { resumeIdLine } from '../../../shared/src/resume-wire.ts'
 import { FrameScanner } from './frame-scanner.ts'
 import type { ChunkSink, UpstreamBody } from './pass-through.ts'
 import { resumableBody, type ResumeOutcome } from './resumable-body.ts'
@@ -119,6 +124,21 @@ describe('resumableBody', () => {
     await out.done
     expect(out.text).toBe(all)
     expect(out.ended).toBe('end')
-    expect(encodeTokens([1])).toBe('AQ')
+  })
+})
+
+describe('resumableBody and a client that leaves', () => {
+  it('closes a continuation that was still opening when the client left', async () => {
+    const a = scriptedNode()
+    let cancelled = false
+    let answer!: (b: UpstreamBody) => void
+    const next: UpstreamBody = { body: new ReadableStream({ cancel: () => void (cancelled = true) }) }
+    const body = resumableBody(a.body, { maxResumes: 2, stallMs: 10_000, reopen: () => new Promise((r) => (answer = r)) })
+    const pushed = body.pushTo!({ chunk: () => true, end() {}, error() {} })
+    a.fail()
+    pushed.cancel(new Error('client left'))
+    answer(next)
+    await new Promise((r) => setImmediate(r))
+    expect(cancelled).toBe(true)
   })
 })

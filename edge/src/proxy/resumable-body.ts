@@ -86,7 +86,11 @@ export function resumableBody(first: UpstreamBody, opts: ResumeOptions): Resumab
       const mine = generation
       opts.reopen(scanner.delivered).then(
         (up) => {
-          if (cancelled || mine !== generation) return
+          if (cancelled || mine !== generation) {
+            // The client left while the continuation was being opened: close it at once.
+            up?.body?.cancel().catch(() => {})
+            return
+          }
           if (!up) {
             opts.onResume?.('no_node')
             out.error(new Error('no node could continue the stream'))
