@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { decodeTokens, encodeTokens, parseResumeId, resumeIdLine } from './resume-wire.ts'
+import { decodeTokens, encodeTokens, parseResumeHeader, parseResumeId, resumeHeader, resumeIdLine } from './resume-wire.ts'
 
 describe('resume wire encoding', () => {
   it('round-trips token ids through base64url varints, compactly', () => {
@@ -18,7 +18,10 @@ describe('resume wire encoding', () => {
   it('writes and reads the id line', () => {
     const line = resumeIdLine(12, [3, 4])
     expect(line).toMatch(/^id: 12\.[A-Za-z0-9_-]+\n$/)
-    expect(parseResumeId(line.slice(4, -1))).toEqual({ generated: 12, tokens: [3, 4] })
+    expect(parseResumeId(line.slice(4, -1))).toEqual({ generated: 12, tokens: [3, 4], flushed: false })
+    expect(parseResumeId(resumeIdLine(13, [], true).slice(4, -1))).toEqual({ generated: 13, tokens: [], flushed: true })
+    expect(parseResumeHeader(resumeHeader([9, 300], true))).toEqual({ tokens: [9, 300], flushed: true })
+    expect(parseResumeHeader(resumeHeader([9], false))).toEqual({ tokens: [9], flushed: false })
     expect(parseResumeId('abc')).toBeUndefined()
   })
 })

@@ -68,17 +68,35 @@ export function decodeTokens(text: string): number[] | undefined {
   return shift === 0 ? ids : undefined
 }
 
+/**
+ * `.f` after the tokens (of an id line, and of x-zl-resume) marks the finish flush: the frame that
+ * released the text still held at the end. A continuation after it flushes its replayed pipeline
+ * silently, or it would send that held text a second time when it finishes.
+ */
+const FLUSHED = '.f'
+
 /** The id line a resumable content frame starts with. */
-export function resumeIdLine(generated: number, tokens: readonly number[]): string {
-  return `id: ${generated}.${encodeTokens(tokens)}\n`
+export function resumeIdLine(generated: number, tokens: readonly number[], flushed = false): string {
+  return `id: ${generated}.${encodeTokens(tokens)}${flushed ? FLUSHED : ''}\n`
 }
 
-/** Parses an id value `<n>.<tokens>`; undefined when it is not one of ours. */
-export function parseResumeId(value: string): { generated: number; tokens: number[] } | undefined {
+/** Parses an id value `<n>.<tokens>[.f]`; undefined when it is not one of ours. */
+export function parseResumeId(value: string): { generated: number; tokens: number[]; flushed: boolean } | undefined {
   const dot = value.indexOf('.')
   if (dot <= 0 || !/^\d{1,9}$/.test(value.slice(0, dot))) return undefined
-  const tokens = decodeTokens(value.slice(dot + 1))
-  return tokens ? { generated: Number(value.slice(0, dot)), tokens } : undefined
+  const resume = parseResumeHeader(value.slice(dot + 1))
+  return resume ? { generated: Number(value.slice(0, dot)), ...resume } : undefined
+}
+
+/** x-zl-resume's value: the delivered tokens, and whether the finish flush was delivered too. */
+export function resumeHeader(tokens: readonly number[], flushed: boolean): string {
+  return encodeTokens(tokens) + (flushed ? FLUSHED : '')
+}
+
+export function parseResumeHeader(value: string): { tokens: number[]; flushed: boolean } | undefined {
+  const flushed = value.endsWith(FLUSHED)
+  const tokens = decodeTokens(flushed ? value.slice(0, -FLUSHED.length) : value)
+  return tokens ? { tokens, flushed } : undefined
 }
 
 /** The extra signed text of a request carrying resume headers ('' for an ordinary one). */

@@ -7,7 +7,7 @@ import { parseResumeId } from '../../shared/src/resume-wire.ts'
 import { post } from './sse-client.ts'
 
 export interface RawFrame {
-  id?: { generated: number; tokens: number[] }
+  id?: { generated: number; tokens: number[]; flushed: boolean }
   event?: string
   data: string
   /** The content text this frame adds ('' for preamble, finish and usage frames). */
@@ -45,6 +45,11 @@ function textOf(path: Path, f: RawFrame): string {
 /** The tokens delivered once frames [0, k) arrived: the id lines' tokens, concatenated. */
 export function deliveredAfter(frames: readonly RawFrame[], k: number): number[] {
   return frames.slice(0, k).flatMap((f) => f.id?.tokens ?? [])
+}
+
+/** Whether the finish flush was among frames [0, k) (x-zl-resume's `.f`). */
+export function flushedAfter(frames: readonly RawFrame[], k: number): boolean {
+  return frames.slice(0, k).some((f) => f.id?.flushed === true)
 }
 
 export const joinText = (frames: readonly RawFrame[]) => frames.map((f) => f.text).join('')

@@ -7,10 +7,10 @@
  * UTF-8 characters at a cut. Controls show the comparison can fail.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { encodeTokens } from '../../shared/src/resume-wire.ts'
+import { encodeTokens, resumeHeader } from '../../shared/src/resume-wire.ts'
 import { startGpuNode, type GpuNodeProcess } from './gpu-node-process.ts'
 import { pickStop } from './prompts.ts'
-import { completionTokens, deliveredAfter, joinText, streamFrames, type Path, type RawFrame } from './resume-client.ts'
+import { completionTokens, deliveredAfter, flushedAfter, joinText, streamFrames, type Path, type RawFrame } from './resume-client.ts'
 
 let node: GpuNodeProcess
 beforeAll(async () => {
@@ -52,7 +52,7 @@ async function expectExactAtEveryCut(path: Path, body: unknown, extraHeaders: Re
   const allTokens = deliveredAfter(full.frames, full.frames.length)
   for (const cut of [contentAt[0], ...contentAt.map((i) => i + 1)]) {
     const delivered = deliveredAfter(full.frames, cut)
-    const cont = await streamFrames(node.url, path, body, { ...RESUMABLE, ...headers, 'x-zl-resume': encodeTokens(delivered) })
+    const cont = await streamFrames(node.url, path, body, { ...RESUMABLE, ...headers, 'x-zl-resume': resumeHeader(delivered, flushedAfter(full.frames, cut)) })
     expect(cont.status).toBe(200)
     // No preamble: the first frame is content or the ending.
     expect(joinText(cont.frames.filter((f) => !f.id))).toBe('')
@@ -91,6 +91,15 @@ describe('continuing a stream after k delivered tokens gives the undisturbed ans
     const n = texts(frames).length - 1
     expect(texts(frames).slice(0, n)).not.toEqual(texts(free.frames).slice(0, n))
     expect(ending(frames)).toContainEqual(expect.objectContaining({ choices: [expect.objectContaining({ finish_reason: 'stop' })] }))
+  })
+
+  it('text held at the very end (released by the finish flush) is not sent twice', async () => {
+    const free = await streamFrames(node.url, '/v1/chat/completions', chat({ temperature: 0 }), RESUMABLE)
+    // A stop that never matches but whose first character ends the answer: the last character is
+    // held to the end and goes out in a flush frame of its own, before the finish frames.
+    const held = `${joinText(free.frames).at(-1)}\u0007`
+    const frames = await expectExactAtEveryCut('/v1/chat/completions', chat({ temperature: 0, stop: [held] }))
+    expect(frames.filter((f) => f.id).at(-1)!.id!.flushed).toBe(true)
   })
 
   it('held partial UTF-8 characters across a cut (hot sampling emits raw bytes)', async () => {

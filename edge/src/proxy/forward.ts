@@ -12,7 +12,7 @@
 import { ApiError } from '../../../shared/src/api-error.ts'
 import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
 import type { Digest } from '../../../shared/src/digest.ts'
-import { encodeTokens, RESUME_HEADERS, resumeSignedExtra } from '../../../shared/src/resume-wire.ts'
+import { RESUME_HEADERS, resumeHeader, resumeSignedExtra } from '../../../shared/src/resume-wire.ts'
 import { signRequest } from '../../../shared/src/signature.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { RankedNode } from '../routing/pick-node.ts'
@@ -61,8 +61,8 @@ export interface ForwardRequest {
   startedAtMs: number
   /** A stream's sampling seed, fixed here so a continuation is exact (used only where the body has none). */
   seed?: number
-  /** A continuation: the tokens the client already has (x-zl-resume). */
-  resume?: readonly number[]
+  /** A continuation: the tokens the client already has, and whether the finish flush too (x-zl-resume). */
+  resume?: { tokens: readonly number[]; flushed: boolean }
 }
 
 export interface ForwardDeps {
@@ -175,13 +175,13 @@ function resumingStream(nodes: readonly RankedNode[], node: RankedNode, first: E
     maxResumes: deps.maxResumes ?? MAX_RESUMES,
     stallMs: deps.stallMs ?? STREAM_STALL_MS,
     ...(deps.onResume ? { onResume: deps.onResume } : {}),
-    reopen: async (delivered) => {
+    reopen: async (delivered, flushed) => {
       // Excluded for this request only: a stream that broke says less about its node than a
       // refused connection (which marks it down, as before the first byte).
       dead.add(serving.id)
       const next = nodes.filter((n) => !dead.has(n.id)).slice(0, MAX_ATTEMPTS)
       for (const candidate of next) {
-        const attempt = await send(candidate, { ...req, resume: delivered }, deps)
+        const attempt = await send(candidate, { ...req, resume: { tokens: delivered, flushed } }, deps)
         if (attempt.ok && attempt.res.status === 200 && (attempt.res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
           detaches.push(attempt.detach)
           serving = candidate
@@ -278,7 +278,7 @@ async function wireHeaders(req: ForwardRequest, signedPath: string, deps: Forwar
     // Every stream asks for id lines (the edge's delivery record) and carries its fixed seed.
     resume[RESUME_HEADERS.resumable] = '1'
     if (req.seed !== undefined) resume[RESUME_HEADERS.seed] = String(req.seed)
-    if (req.resume) resume[RESUME_HEADERS.resume] = encodeTokens(req.resume)
+    if (req.resume) resume[RESUME_HEADERS.resume] = resumeHeader(req.resume.tokens, req.resume.flushed)
   }
   const extra = resumeSignedExtra((name) => resume[name])
   const signature = await signRequest({ secret: deps.secret, method: 'POST', path: signedPath, requestId: req.requestId, body: req.body, nowMs, extra }, deps.digest)

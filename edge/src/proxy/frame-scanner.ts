@@ -20,6 +20,8 @@ export class FrameScanner {
   readonly delivered: number[] = []
   /** The generated count the last id line reported (a check on `delivered`). */
   generated = 0
+  /** The finish flush went out (its text must not be sent again by a continuation). */
+  flushed = false
   /** The final frame went out: the stream is complete. */
   finalSeen = false
   /** A partial frame, held until its blank line arrives. */
@@ -52,6 +54,7 @@ export class FrameScanner {
       if (id) {
         for (const t of id.tokens) this.delivered.push(t)
         this.generated = id.generated
+        if (id.flushed) this.flushed = true
       }
       return
     }

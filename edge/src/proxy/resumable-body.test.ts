@@ -56,6 +56,9 @@ describe('FrameScanner', () => {
     expect(s.delivered).toEqual([7, 8, 9, 300])
     expect(s.generated).toBe(4)
     expect(s.finalSeen).toBe(true)
+    expect(s.flushed).toBe(false)
+    s.push(enc.encode(`${resumeIdLine(5, [], true)}data: {}\n\n`))
+    expect(s.flushed).toBe(true)
   })
 
   it('splits a blank line across chunks', () => {

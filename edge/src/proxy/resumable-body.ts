@@ -16,7 +16,7 @@ export type ResumeOutcome = 'resumed' | 'exhausted' | 'no_node'
 
 export interface ResumeOptions {
   /** Opens the continuation after `delivered` on the next node; undefined when none answered in time. */
-  reopen(delivered: readonly number[]): Promise<UpstreamBody | undefined>
+  reopen(delivered: readonly number[], flushed: boolean): Promise<UpstreamBody | undefined>
   maxResumes: number
   /** No bytes from the node for this long (while the client is reading) counts as its death. */
   stallMs: number
@@ -84,7 +84,7 @@ export function resumableBody(first: UpstreamBody, opts: ResumeOptions): Resumab
       }
       resumes++
       const mine = generation
-      opts.reopen(scanner.delivered).then(
+      opts.reopen(scanner.delivered, scanner.flushed).then(
         (up) => {
           if (cancelled || mine !== generation) {
             // The client left while the continuation was being opened: close it at once.

@@ -66,6 +66,11 @@ export class Sequence {
       this.stopper.push(this.detok.push(token))
     }
     this.reported = delivered.length
+    // The flush frame went out too: what the pipeline holds is already the client's.
+    if (this.req.resumeFlushed) {
+      this.stopper.push(this.detok.flush())
+      this.stopper.flush()
+    }
   }
 
   get priority(): number {
@@ -103,7 +108,7 @@ export class Sequence {
     this.state = 'finished'
     if (reason === 'stop' || reason === 'length') {
       const rest = this.stopper.push(this.detok.flush()).emit + this.stopper.flush()
-      if (rest) out.push({ id: this.req.id, event: { type: 'text', text: rest, completionTokens: this.generated, tokens: this.takeReported() } })
+      if (rest) out.push({ id: this.req.id, event: { type: 'text', text: rest, completionTokens: this.generated, tokens: this.takeReported(), flush: true } })
     }
     out.push({ id: this.req.id, event: {
       type: 'finish',

@@ -51,12 +51,15 @@ export interface EngineRequest {
    * through the sampler and the text pipeline) and their text is never emitted again.
    */
   resumeTokens?: number[]
+  /** The client also has the text the finish flush released after resumeTokens: flush silently after the replay. */
+  resumeFlushed?: boolean
 }
 
 /** What a request's consumer receives, in order: zero or more `text`, then exactly one `finish`. */
 export type EngineEvent =
   /** `tokens`: the generated ids whose text this event completes (since the previous text event). */
-  | { type: 'text'; text: string; completionTokens: number; tokens: number[] }
+  /** `flush`: the text held to the end, released as the sequence finishes. */
+  | { type: 'text'; text: string; completionTokens: number; tokens: number[]; flush?: true }
   | { type: 'finish'; reason: FinishReason; usage: Usage; stopSequence?: string; error?: { code: string } }
 
 /** An event and the request it belongs to, as the scheduler returns them for the engine to deliver. */

@@ -92,7 +92,10 @@ function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, j
   // The edge's seed applies only where the client gave none: a client's own seed always wins.
   if (resume.seed !== undefined && engineReq.sampling.seed === undefined) engineReq.sampling = { ...engineReq.sampling, seed: resume.seed }
   // Only a stream is continued: a JSON answer is simply asked again from scratch.
-  if (gen.stream && resume.resume) engineReq.resumeTokens = resume.resume
+  if (gen.stream && resume.resume) {
+    engineReq.resumeTokens = resume.resume.tokens
+    if (resume.resume.flushed) engineReq.resumeFlushed = true
+  }
   const meta: ResponseMeta = { requestId: ctx.requestId, model: gen.model, created: Math.floor(Date.now() / 1000) }
   const echoText = gen.echo && gen.input.kind === 'text' ? gen.input.prompt : ''
   return { gen, engineReq, meta, echoText, resume }
@@ -109,7 +112,7 @@ function runStreaming(ctx: RequestContext, codec: DialectCodec, deps: GenerateDe
       firstText = false
       const frame = encoder.text(event.text)
       // The id line rides at the head of the frame: the edge counts a frame delivered only whole.
-      stream.write(p.resume.resumable && frame !== '' ? resumeIdLine(event.completionTokens, event.tokens) + frame : frame)
+      stream.write(p.resume.resumable && frame !== '' ? resumeIdLine(event.completionTokens, event.tokens, event.flush === true) + frame : frame)
       return
     }
     if (isCompletedReason(event.reason)) stream.end(encoder.finish(event.reason, event.usage, event.stopSequence))
