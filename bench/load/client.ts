@@ -58,6 +58,8 @@ export interface RequestRecord {
   serverTiming?: string
   /** The edge's cache-affine routing decision (x-zl-affinity). */
   affinity?: string
+  /** The retry hint of a refusal (retry-after-ms), when it carried one. */
+  retryAfterMs?: number
 }
 
 /** A keep-alive agent for a benchmark client: no body/header timeouts (streams are gappy), unlimited connections. */
@@ -93,6 +95,7 @@ export async function sendRequest(spec: RequestSpec): Promise<RequestRecord> {
     rec.headersMs = since()
     if (res.headers['server-timing']) rec.serverTiming = String(res.headers['server-timing'])
     if (res.headers['x-zl-affinity']) rec.affinity = String(res.headers['x-zl-affinity'])
+    if (res.headers['retry-after-ms']) rec.retryAfterMs = Number(res.headers['retry-after-ms'])
     const contentType = String(res.headers['content-type'] ?? '')
     if (!spec.stream || res.statusCode !== 200 || !contentType.startsWith('text/event-stream')) {
       const chunks: Buffer[] = []

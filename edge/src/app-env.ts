@@ -81,6 +81,13 @@ export interface RateLimitState {
   chargedTokens?: number
 }
 
+/** The requests/min check of one request, started before the body is read (middleware/requests-limit.ts). */
+export interface RequestsCheck {
+  decision: Promise<LimitDecision>
+  /** Set once the decision is in. */
+  settled?: LimitDecision
+}
+
 export interface AppEnv {
   Variables: {
     /** background.ts: keeps work alive after the response. */
@@ -95,6 +102,8 @@ export interface AppEnv {
     principal: Principal
     /** rate-limit.ts */
     rateLimit: RateLimitState
+    /** requests-limit.ts: the requests/min check in flight while the body is read. */
+    requestsCheck: RequestsCheck
     /** validate.ts */
     generate: GenerateInput
     /** affinity-key.ts (middleware): the request's affinity key; unset with AFFINITY=off. */

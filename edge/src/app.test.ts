@@ -43,6 +43,7 @@ async function harness(): Promise<Harness> {
   const limiter: RateLimiter = {
     checkRequests: async (_key, rpm) => decision(rpm),
     chargeTokens: async (_key, tpm) => decision(tpm),
+    peekTokens: async (_key, tpm) => ({ success: true, limit: tpm, remaining: tpm, resetAtMs: NOW + 1000 }),
     refundTokens: async () => {},
     failureCount: () => 0,
   }

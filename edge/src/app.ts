@@ -1,8 +1,9 @@
 /**
  * The edge app (DESIGN.md §3), one factory for both entries. The request path of a generate
- * call reads top to bottom: id + trace → auth → requests/min → body + validation → affinity key
- * → tokens/min (carrying the affinity read) → forward to the node chosen for it; after its
- * response ends, one log line and one latency sample (observe-request.ts).
+ * call reads top to bottom: id + trace → JSON content type (415, before auth: content-type.ts)
+ * → auth → requests/min asked → body + validation (meanwhile) → requests/min awaited → model
+ * → affinity key → tokens/min (carrying the affinity read) → forward to the node chosen for
+ * it; after its response ends, one log line and one latency sample (observe-request.ts).
  */
 import { Hono } from 'hono'
 import { DIALECTS, type DialectTable } from '../../shared/src/dialects/index.ts'
@@ -15,10 +16,12 @@ import { consoleLog, observeRequests } from './latency/observe-request.ts'
 import { deriveAffinity } from './middleware/affinity.ts'
 import { authenticate } from './middleware/auth.ts'
 import { backgroundWork } from './middleware/background.ts'
+import { requireJsonBody } from './middleware/content-type.ts'
 import { notFound, onError } from './middleware/errors.ts'
-import { limitRequests, limitTokens, rateLimitHeaders } from './middleware/rate-limit.ts'
+import { limitTokens, rateLimitHeaders } from './middleware/rate-limit.ts'
+import { admitRequests, startRequestsCheck } from './middleware/requests-limit.ts'
 import { requestId } from './middleware/request-id.ts'
-import { validateGenerate } from './middleware/validate.ts'
+import { checkModel, parseGenerate } from './middleware/validate.ts'
 import { generate } from './routes/generate.ts'
 import { healthz, listModels, listRegions } from './routes/info.ts'
 import { createAffinityMemory } from './routing/affinity-memory.ts'
@@ -52,7 +55,7 @@ export function createApp(deps: EdgeDeps, dialects: DialectTable = DIALECTS): Ho
     now,
   }))
 
-  app.get('/healthz', healthz(deps))
+  app.get('/healthz', healthz(deps, keys))
   app.get('/v1/models', authenticate(config, keys, { allowAdmin: true, digest }), listModels(deps, now))
   app.get('/v1/regions', authenticate(config, keys, { allowAdmin: true, digest }), listRegions(deps, now))
   app.get('/v1/stats/latency', authenticate(config, keys, { allowAdmin: true, digest }), latencyStats(deps, now))
@@ -62,10 +65,15 @@ export function createApp(deps: EdgeDeps, dialects: DialectTable = DIALECTS): Ho
   for (const codec of codecs) {
     app.post(
       codec.path,
+      requireJsonBody(),
       authenticate(config, keys, { digest }),
       rateLimitHeaders(codec, now),
-      limitRequests(limiter, now),
-      validateGenerate(codec, config.maxBodyBytes, registry, now),
+      // requests/min is asked here and awaited after the body is parsed (requests-limit.ts):
+      // a bad body is answered without waiting on the limiter's store.
+      startRequestsCheck(limiter),
+      parseGenerate(codec, config.maxBodyBytes, limiter, now),
+      admitRequests(limiter, now),
+      checkModel(registry, now),
       deriveAffinity(config.affinity),
       limitTokens(limiter, now, affinity.readAlong),
       generate(deps, now, routing),

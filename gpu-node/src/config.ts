@@ -2,6 +2,7 @@
  * GPU node configuration: the environment is parsed once, at boot, into one typed NodeConfig
  * that is passed down. Nothing else in the node reads process.env.
  */
+import { DEFAULT_PREFIX_BLOCK_TOKENS } from './model/runner.ts'
 import { hostname } from 'node:os'
 import { z } from 'zod'
 import type { EngineLimits } from './engine/types.ts'
@@ -44,7 +45,7 @@ const EnvSchema = z.object({
   PREFILL_CHUNK: int(1).default(128),
   /** The automatic prefix cache's own budget (0 turns it off), beside KV_BUDGET_MB. */
   PREFIX_CACHE_MB: int(0).default(256),
-  PREFIX_BLOCK_TOKENS: int(1, 1024).default(16),
+  PREFIX_BLOCK_TOKENS: int(1, 1024).default(DEFAULT_PREFIX_BLOCK_TOKENS),
   EXECUTION_PROVIDER: z.enum(['cpu', 'cuda']).default('cpu'),
   /** 0 lets ONNX Runtime choose. */
   INTRA_OP_THREADS: int(0, 1024).default(0),

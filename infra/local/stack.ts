@@ -112,8 +112,11 @@ function wranglerSpec(opts: StackOptions, stateDir: string): ServiceSpec {
   return {
     name: 'edge',
     command: process.execPath,
+    // `--log-level log`: wrangler prints the Worker's console.log (the edge's request log lines)
+    // only at its `log` level or above; at `warn` they were dropped before reaching edge.log.
+    // `log` also brings wrangler's own `[wrangler:info]` lines (method, path, status).
     args: [
-      'node_modules/wrangler/bin/wrangler.js', 'dev', '--ip', LOCAL.host, '--port', String(edge), '--env-file', envFile, '--show-interactive-dev-session=false', '--log-level', 'warn',
+      'node_modules/wrangler/bin/wrangler.js', 'dev', '--ip', LOCAL.host, '--port', String(edge), '--env-file', envFile, '--show-interactive-dev-session=false', '--log-level', 'log',
       ...(inspector !== undefined ? ['--inspector-port', String(inspector)] : []),
     ],
     // Offline: no cf fetch, no telemetry (FACTS.md).

@@ -14,6 +14,7 @@ export const API_ERROR_CODES = [
   'model_not_found',
   'not_found',
   'request_too_large',
+  'unsupported_media_type',
   'rate_limited',
   'overloaded',
   'upstream_unavailable',

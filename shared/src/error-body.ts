@@ -22,6 +22,8 @@ const STATUS: Readonly<Record<ApiErrorCode, number>> = {
   model_not_found: 404,
   not_found: 404,
   request_too_large: 413,
+  // A body that is not declared as JSON (FastAPI's and so vLLM's answer to it).
+  unsupported_media_type: 415,
   rate_limited: 429,
   // Overload is OpenAI's (and vLLM's) 503.
   overloaded: 503,

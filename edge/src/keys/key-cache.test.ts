@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { ApiKeyRecord } from '../../../shared/src/api-key.ts'
-import { KeyCache, NEGATIVE_TTL_MS, POSITIVE_TTL_MS } from './key-cache.ts'
+import { KeyCache, NEGATIVE_TTL_MS, POSITIVE_TTL_MS, STALE_IF_ERROR_MS, STALE_RETRY_MS } from './key-cache.ts'
 
 const record: ApiKeyRecord = { id: 'k1', tenant: 't', name: '', rpm: 0, tpm: 0, models: ['*'], created: 0, disabled: false }
 
@@ -40,6 +40,52 @@ describe('KeyCache', () => {
     advance(1)
     await cache.lookup('nope')
     expect(calls).toHaveLength(2)
+  })
+
+  it('answers with an expired entry while the store fails, within the stale window only', async () => {
+    const { cache, calls, advance, fail } = setup()
+    expect(await cache.lookup('known')).toEqual(record)
+    expect(await cache.lookup('nope')).toBeUndefined()
+    advance(POSITIVE_TTL_MS)
+    fail(true)
+    // The store is asked (and fails); the last answers stand in: the known key, the refused one.
+    expect(await cache.lookup('known')).toEqual(record)
+    expect(await cache.lookup('nope')).toBeUndefined()
+    expect(calls).toEqual(['known', 'nope', 'known', 'nope'])
+    expect(cache.staleAnswers).toBe(2)
+    // For STALE_RETRY_MS the stale answer stands without asking the failing store again.
+    advance(STALE_RETRY_MS - 1)
+    expect(await cache.lookup('known')).toEqual(record)
+    expect(calls).toHaveLength(4)
+    advance(1)
+    expect(await cache.lookup('known')).toEqual(record)
+    expect(calls).toHaveLength(5)
+    // Once the store answers again, its answer is the one kept.
+    fail(false)
+    advance(STALE_RETRY_MS)
+    expect(await cache.lookup('known')).toEqual(record)
+    expect(calls).toHaveLength(6)
+    // Past the stale window of the fresh entry, a failing store is a failure again.
+    advance(POSITIVE_TTL_MS + STALE_IF_ERROR_MS)
+    fail(true)
+    await expect(cache.lookup('known')).rejects.toThrow('down')
+  })
+
+  it('keeps asking a failing store at most every STALE_RETRY_MS, and never past the stale window', async () => {
+    const { cache, calls, advance, fail } = setup()
+    await cache.lookup('known')
+    fail(true)
+    advance(POSITIVE_TTL_MS)
+    // One request a second through the whole stale window: every one is answered, and the store
+    // is asked once per STALE_RETRY_MS, not once per request.
+    let served = 0
+    for (let i = 0; i < STALE_IF_ERROR_MS / 1000; i++) {
+      if ((await cache.lookup('known').catch(() => undefined)) !== undefined) served++
+      advance(1000)
+    }
+    expect(served).toBe(STALE_IF_ERROR_MS / 1000)
+    expect(calls.length).toBeLessThanOrEqual(1 + STALE_IF_ERROR_MS / STALE_RETRY_MS + 1)
+    await expect(cache.lookup('known')).rejects.toThrow('down')
   })
 
   it('does not cache a store failure', async () => {

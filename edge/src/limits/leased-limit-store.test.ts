@@ -31,6 +31,7 @@ function counted(store: LimitStore): LimitStore & { calls: number; answered: num
     requests: (...a: Parameters<LimitStore['requests']>) => track(store.requests(...a)),
     tokens: (...a: Parameters<LimitStore['tokens']>) => track(store.tokens(...a)),
     refund: (...a: Parameters<LimitStore['refund']>) => track(store.refund(...a)),
+    peekTokens: (...a: Parameters<LimitStore['peekTokens']>) => track(store.peekTokens(...a)),
   }
   function track<T>(p: T | Promise<T>): Promise<T> {
     c.calls++
@@ -121,6 +122,26 @@ describe('leased limit store', () => {
     // What the client is shown is what is really unspent: Redis's remaining plus the lease.
     expect(leased.remaining).toBeLessThanOrEqual(first.remaining - 1000)
     expect(await decidedLocally(exact, () => store.refund(id, tpm, 1000))).toBe(true)
+    await bg.settled()
+  })
+
+  it('peeks at tokens without charging them: from a live lease locally, else from Redis', async () => {
+    const exact = counted(createUpstashLimitStore(redis))
+    const store = createLeasedLimitStore(exact, { ttlMs: 60_000, maxFraction: 1 / 32 })
+    const id = keyId()
+    const tpm = 3_200_000
+    // Never charged: Redis's whole bucket, and the peek leaves it whole.
+    expect(await store.peekTokens(id, tpm)).toMatchObject({ limit: tpm, remaining: tpm })
+    expect(await store.peekTokens(id, tpm)).toMatchObject({ remaining: tpm })
+    const bg = tracker()
+    const charged = await store.tokens(id, tpm, 1000, { background: bg.background })
+    await bg.settled()
+    let peeked!: LimitDecision
+    expect(await decidedLocally(exact, async () => void (peeked = await store.peekTokens(id, tpm)))).toBe(true)
+    expect(peeked.remaining).toBeLessThanOrEqual(charged.remaining)
+    // The peek spent nothing: the next charge is told what the peek said, less its own cost.
+    const next = await store.tokens(id, tpm, 1000, { background: bg.background })
+    expect(next.remaining).toBe(peeked.remaining - 1000)
     await bg.settled()
   })
 

@@ -271,6 +271,17 @@ export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions 
       }
       await exact.refund(keyId, tpm, cost)
     },
+    peekTokens(keyId, tpm) {
+      // What a charge would be told: Redis's last answer plus the unspent lease, without I/O while
+      // the lease is live; otherwise Redis's own figures.
+      const lease = leases.get(`t|${keyId}|${tpm}`)
+      const at = now()
+      if (lease?.last && at < lease.expiresAtMs) {
+        const remaining = Math.max(0, lease.last.remaining + lease.units)
+        return { success: remaining > 0, limit: tpm, remaining, resetAtMs: lease.last.resetAtMs }
+      }
+      return exact.peekTokens(keyId, tpm)
+    },
   }
 }
 

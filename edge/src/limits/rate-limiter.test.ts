@@ -9,7 +9,7 @@ function store(behaviour: 'ok' | 'throw' | 'hang'): LimitStore {
     if (behaviour === 'hang') return new Promise<LimitDecision>(() => {})
     return allow
   }
-  return { requests: act, tokens: act, refund: async () => void (await act()) }
+  return { requests: act, tokens: act, peekTokens: act, refund: async () => void (await act()) }
 }
 
 describe('withFailurePolicy', () => {

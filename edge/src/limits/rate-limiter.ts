@@ -28,11 +28,18 @@ export interface LimitStore {
   tokens(keyId: string, tpm: number, cost: number, opts?: { background?: Background }): LimitDecision | Promise<LimitDecision>
   /** Gives back `cost` tokens charged earlier. */
   refund(keyId: string, tpm: number, cost: number): Promise<void>
+  /** What is left of the key's tokens/min budget, charging nothing (`success`: some is left). */
+  peekTokens(keyId: string, tpm: number): LimitDecision | Promise<LimitDecision>
 }
 
 export interface RateLimiter {
   checkRequests(keyId: string, rpm: number, background?: Background): Promise<LimitDecision>
   chargeTokens(keyId: string, tpm: number, cost: number, background?: Background): Promise<LimitDecision>
+  /**
+   * The key's tokens/min figures without a charge, for the headers of a request refused before
+   * its charge (a requests/min 429); bounded and degraded like a decision.
+   */
+  peekTokens(keyId: string, tpm: number): Promise<LimitDecision>
   /** Never throws: a refund lost to a store failure is counted, not reported to the client. */
   refundTokens(keyId: string, tpm: number, cost: number): Promise<void>
   /** Store failures (errors and timeouts) since this isolate started: a metric. */
@@ -74,6 +81,7 @@ export function withFailurePolicy(store: LimitStore, policy: FailurePolicy): Rat
   return {
     checkRequests: (keyId, rpm, background) => decide(rpm, () => store.requests(keyId, rpm, background ? { background } : {})),
     chargeTokens: (keyId, tpm, cost, background) => decide(tpm, () => store.tokens(keyId, tpm, cost, background ? { background } : {})),
+    peekTokens: (keyId, tpm) => decide(tpm, () => store.peekTokens(keyId, tpm)),
     async refundTokens(keyId, tpm, cost) {
       const result = await within(policy.timeoutMs, () => store.refund(keyId, tpm, cost).then(() => true))
       if (result !== true) failures++

@@ -62,6 +62,15 @@ export function createUpstashLimitStore(redis: UpstashRedis, options: UpstashLim
     async refund(keyId, tpm, cost) {
       await forTokens(tpm).limit(keyId, { rate: -cost })
     },
+    async peekTokens(keyId, tpm) {
+      // A read (the library's getRemaining script), never a charge. The bucket is refilled lazily,
+      // on its next charge: its stored tokens are as of its last refill, so the refills due since
+      // are added here, as the next charge would.
+      const { remaining, reset } = await forTokens(tpm).getRemaining(keyId)
+      const due = Math.max(0, Math.floor((Date.now() - reset) / 1000) + 1)
+      const left = Math.min(tpm, Math.max(0, Math.floor(remaining + due * (tpm / 60))))
+      return { success: left > 0, limit: tpm, remaining: left, resetAtMs: reset + due * 1000 }
+    },
   }
 }
 

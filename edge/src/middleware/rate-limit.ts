@@ -1,7 +1,7 @@
 /**
- * Step 3 (requests/minute, before the body is read: a refused client costs no parsing) and
- * step 4b (tokens/minute, right after validation) of DESIGN.md §3, plus the dialect's
- * rate-limit headers on every response of a limited route, 429s included.
+ * Step 4b (tokens/minute, right after validation) of DESIGN.md §3 (requests/minute, step 3, is
+ * requests-limit.ts), plus the dialect's rate-limit headers on every response of a limited
+ * route, 429s included.
  *
  * Token cost = estimated prompt tokens (body bytes / 4) + max_tokens, charged up front; the
  * generate handler refunds it (refundCharge) when the request is refused later. A request that
@@ -31,18 +31,6 @@ export function rateLimitHeaders(codec: DialectCodec, now: () => number): Middle
     await next()
     const headers = limitHeaders(codec, c.get('rateLimit'), now())
     for (const [name, value] of Object.entries(headers)) c.res.headers.set(name, value)
-  }
-}
-
-export function limitRequests(limiter: RateLimiter, now: () => number): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    const { keyId, rpm } = c.get('principal')
-    const decision = await limiter.checkRequests(keyId, rpm, c.get('waitUntil'))
-    c.get('rateLimit').requests = decision
-    if (!decision.success) {
-      throw refusal(decision, now(), `Rate limit reached: this key allows ${rpm} requests per minute.`)
-    }
-    return next()
   }
 }
 
@@ -92,7 +80,8 @@ export function refundCharge(c: Context<AppEnv>, limiter: RateLimiter): Promise<
   return limiter.refundTokens(keyId, tpm, cost)
 }
 
-function refusal(decision: LimitDecision, nowMs: number, message: string): ApiError {
+/** The 429 (or, for a store failure in closed mode, the 503/529) for a refused decision. */
+export function refusal(decision: LimitDecision, nowMs: number, message: string): ApiError {
   if (decision.degraded) {
     return new ApiError('overloaded', 'Rate limiting is temporarily unavailable; please retry shortly.', { retryAfterMs: STORE_RETRY_MS })
   }

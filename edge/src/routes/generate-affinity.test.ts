@@ -21,7 +21,7 @@ async function harness(env: Record<string, string> = {}) {
   const config = parseEdgeConfig({ UPSTASH_REDIS_REST_URL: 'http://redis.test', UPSTASH_REDIS_REST_TOKEN: 't', EDGE_SHARED_SECRET: 'zl-test-edge-secret-0123456789', REQUEST_LOG: '0', ...env })
   const records = new Map([[await hashApiKey(KEY), { id: 'k1', tenant: 't1', name: '', rpm: 0, tpm: 0, models: ['*'], created: 0, disabled: false }]])
   const admit = async (_k: string, limit: number) => ({ success: true, limit, remaining: limit, resetAtMs: NOW + 1000 })
-  const limiter: RateLimiter = { checkRequests: admit, chargeTokens: admit, refundTokens: async () => {}, failureCount: () => 0 }
+  const limiter: RateLimiter = { checkRequests: admit, chargeTokens: admit, peekTokens: admit, refundTokens: async () => {}, failureCount: () => 0 }
   const h = {
     nodes: [node('use-1'), node('use-2')],
     /** Node ids that answer 503. */

@@ -5,9 +5,10 @@ import { knownModels } from '../middleware/validate.ts'
 import { resumeCounter } from '../proxy/resume-counter.ts'
 import { FRESH_MS } from '../routing/pick-node.ts'
 
-export function healthz(deps: EdgeDeps) {
+/** `keys`: the isolate's key cache, whose answers for a failing store are counted (keys/key-cache.ts). */
+export function healthz(deps: EdgeDeps, keys: { staleAnswers: number }) {
   return (c: Context<AppEnv>) =>
-    c.json({ status: 'ok', region: deps.config.edgeRegion, rateLimitStoreFailures: deps.limiter.failureCount() })
+    c.json({ status: 'ok', region: deps.config.edgeRegion, rateLimitStoreFailures: deps.limiter.failureCount(), keyLookupsServedStale: keys.staleAnswers })
 }
 
 /** OpenAI's list shape: the union of models served by fresh, non-draining nodes. */

@@ -103,6 +103,19 @@ describe('models', () => {
 })
 
 describe('body', () => {
+  it('answers 415 for valid JSON declared as text/plain or a form, in each dialect', async () => {
+    for (const type of ['text/plain;charset=UTF-8', 'application/x-www-form-urlencoded']) {
+      const a = await call(CHAT, chatBody(), { key: good.key, headers: { 'content-type': type } })
+      expect(a.res.status).toBe(415)
+      expectOpenAIError(a.json, 'invalid_request_error', 'unsupported_media_type')
+      expect(a.json!.error.message).toContain("'Content-Type: application/json'")
+      const b = await call(MESSAGES, messagesBody(), { key: good.key, headers: { 'content-type': type } })
+      expect(b.res.status).toBe(415)
+      expectAnthropicError(b.json, 'invalid_request_error')
+    }
+    expect((await call(CHAT, chatBody(), { key: good.key, headers: { 'content-type': 'application/json; charset=utf-8' } })).res.status).toBe(200)
+  })
+
   it('answers 413 from content-length without reading the body', async () => {
     const big = 'x'.repeat(1024 * 1024 + 1)
     const a = await call(CHAT, big, { key: good.key })

@@ -2,7 +2,7 @@ import { continuousBatching, type BatchingPolicy } from './batching-policy.ts'
 import { AdmissionQueue } from './admission-queue.ts'
 import type { Sequence } from './sequence.ts'
 import type { EngineLimits, RequestEvent } from './types.ts'
-import type { Batching, BlockSave, PrefillPart, StepPlan, StepResult } from '../model/runner.ts'
+import { DEFAULT_PREFIX_BLOCK_TOKENS, type Batching, type BlockSave, type PrefillPart, type StepPlan, type StepResult } from '../model/runner.ts'
 import { PrefixCache } from './prefix-cache.ts'
 
 export interface SchedulerLimits extends EngineLimits {
@@ -59,7 +59,7 @@ export class Scheduler {
     prefixRoot = '',
   ) {
     this.queue = new AdmissionQueue(limits.maxQueue)
-    const blockTokens = limits.prefixBlockTokens ?? 16
+    const blockTokens = limits.prefixBlockTokens ?? DEFAULT_PREFIX_BLOCK_TOKENS
     const capacity = Math.floor((limits.prefixCacheBytes ?? 0) / (blockTokens * limits.kvBytesPerToken))
     if (capacity > 0) this.prefix = new PrefixCache(blockTokens, capacity, prefixRoot)
   }

@@ -21,7 +21,7 @@ export interface BatchCache {
   acceptDecode(outputs: ort.InferenceSession.ReturnType): void
   relayout(remove: ReadonlySet<number>, joins?: readonly KvJoin[]): void
   /** A copy of row `seqId`'s KV for tokens [from, from + count) (a prefix-cache block). */
-  readBlock(seqId: number, from: number, count: number): KvBlock
+  readBlock(seqId: number, from: number, count: number, into?: KvBlock): KvBlock
 }
 
 /** One sequence's own B=1 cache between its prefill chunks (chunked prefill is exact). */
@@ -150,14 +150,14 @@ export class BatchKvCache implements BatchCache {
     this.width = width
   }
 
-  readBlock(seqId: number, from: number, count: number): KvBlock {
+  readBlock(seqId: number, from: number, count: number, into?: KvBlock): KvBlock {
     const r = this.seqIds.indexOf(seqId)
     if (r < 0) throw new Error(`no batch row for sequence ${seqId}`)
     const { numKvHeads: h, headDim: d } = this.io
     const width = this.width
     const first = width - this.lens[r]
     const data = (t: ort.Tensor) => t.data as KvArray
-    return readBlock(this.io, this.layers.map((l) => data(l.key)), this.layers.map((l) => data(l.value)), (head, t) => ((r * h + head) * width + first + t) * d, from, count)
+    return readBlock(this.io, this.layers.map((l) => data(l.key)), this.layers.map((l) => data(l.value)), (head, t) => ((r * h + head) * width + first + t) * d, from, count, into)
   }
 
   /**

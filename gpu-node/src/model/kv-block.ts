@@ -14,18 +14,23 @@ export interface KvBlock {
 /** Where one row's token `t` starts in a [rows, kvHeads, width, headDim] buffer: `at(head, t)`. */
 export type RowLayout = (head: number, token: number) => number
 
-/** Copies `count` tokens from `first` of one row (per layer buffers, `layout`) into a new block. */
-export function readBlock(io: SessionIo, keys: readonly KvArray[], values: readonly KvArray[], layout: RowLayout, first: number, count: number): KvBlock {
+/**
+ * Copies `count` tokens from `first` of one row (per layer buffers, `layout`) into a block:
+ * `into`'s buffers when given (an evicted slot's, so a full cache saves without allocating),
+ * else new ones.
+ */
+export function readBlock(io: SessionIo, keys: readonly KvArray[], values: readonly KvArray[], layout: RowLayout, first: number, count: number, into?: KvBlock): KvBlock {
   const { numKvHeads: h, headDim: d } = io
-  const copy = (src: KvArray): KvArray => {
-    const out = kvArray(io.kvType, h * count * d)
+  const copy = (src: KvArray, layer: number, kind: 'keys' | 'values'): KvArray => {
+    const reuse = into?.[kind][layer]
+    const out = reuse && reuse.length === h * count * d ? reuse : kvArray(io.kvType, h * count * d)
     for (let head = 0; head < h; head++) {
       const at = layout(head, first)
       out.set(src.subarray(at, at + count * d), head * count * d)
     }
     return out
   }
-  return { keys: keys.map(copy), values: values.map(copy) }
+  return { keys: keys.map((k, i) => copy(k, i, 'keys')), values: values.map((v, i) => copy(v, i, 'values')) }
 }
 
 /** Writes blocks of `blockTokens` tokens, in order, into one row from token 0 (`layout` of the destination). */

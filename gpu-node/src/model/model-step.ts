@@ -3,7 +3,7 @@ import * as ort from 'onnxruntime-node'
 import { SequenceSampler } from '../sampling/sampler.ts'
 import { BatchKvCache, ConcatPrefill, emptyLayers, modelFeeds, presentsOf, type BatchCache, type KvJoin, type PrefillCache } from './batch-kv-cache.ts'
 import type { SessionIo } from './session-io.ts'
-import type { PrefillPart, StepPlan, StepResult } from './runner.ts'
+import { DEFAULT_PREFIX_BLOCK_TOKENS, type PrefillPart, type StepPlan, type StepResult } from './runner.ts'
 import { SlotKvCache } from './slot-kv-cache.ts'
 import { floatsOf } from './tensor-dtype.ts'
 import type { KvBlock } from './kv-block.ts'
@@ -36,13 +36,14 @@ export class ModelStep {
     } = {},
   ) {
     this.kvBudgetBytes = opts.kvBudgetBytes ?? Infinity
-    this.prefixBlockTokens = opts.prefixBlockTokens ?? 16
+    this.prefixBlockTokens = opts.prefixBlockTokens ?? DEFAULT_PREFIX_BLOCK_TOKENS
     this.batch = this.bounded(opts.batch ?? (io.kvCache === 'slots' ? new SlotKvCache(io) : new BatchKvCache(io)))
   }
 
   async run(plan: StepPlan): Promise<StepResult> {
     // Before any release: a finishing sequence's last blocks are saved from its row.
-    for (const s of plan.save ?? []) this.blocks.set(s.slot, this.batch.readBlock(s.seqId, s.from, this.prefixBlockTokens))
+    // An evicted slot's buffers are written over in place: a full cache saves without allocating.
+    for (const s of plan.save ?? []) this.blocks.set(s.slot, this.batch.readBlock(s.seqId, s.from, this.prefixBlockTokens, this.blocks.get(s.slot)))
     const released = new Set(plan.release)
     for (const id of released) {
       this.prefilling.delete(id)

@@ -91,6 +91,9 @@ export interface SequenceStart {
   prefix?: number[]
 }
 
+/** Tokens per prefix-cache block when PREFIX_BLOCK_TOKENS is not set: the scheduler and the worker must agree. */
+export const DEFAULT_PREFIX_BLOCK_TOKENS = 16
+
 /** Copies a batch row's KV for tokens [from, from + prefixBlockTokens) into a prefix-cache slot. */
 export interface BlockSave {
   seqId: number

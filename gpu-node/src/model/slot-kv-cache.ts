@@ -125,10 +125,10 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     for (let r = 0; r < this.rows; r++) this.lens[r] += s
   }
 
-  readBlock(seqId: number, from: number, count: number): KvBlock {
+  readBlock(seqId: number, from: number, count: number, into?: KvBlock): KvBlock {
     const r = this.seqIds.indexOf(seqId)
     if (r < 0) throw new Error(`no batch row for sequence ${seqId}`)
-    return readBlock(this.io, this.keys, this.values, this.rowLayout(r), from, count)
+    return readBlock(this.io, this.keys, this.values, this.rowLayout(r), from, count, into)
   }
 
   /** One row of this cache, empty so far: its first tokens from cached blocks. */
