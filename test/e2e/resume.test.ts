@@ -138,7 +138,10 @@ describe('resume on another node after a node dies mid-stream (Node entry)', () 
       const run = await open(greedy)
       const dead = new Set<string>()
       for (let d = 0; d < deaths; d++) {
-        const region = await regionRunning(1, dead)
+        // On a miss, say where the stream stood (seen flaky once after the merge with main).
+        const region = await regionRunning(1, dead).catch(async (e: Error) => {
+          throw new Error(`${e.message}; deaths ${deaths}, death ${d}, dead ${[...dead]}, ${run.frames.length} frames, last ${JSON.stringify(run.frames.slice(-2))}, running ${await Promise.all(REGION_NAMES.map(running))}, resumes ${JSON.stringify(await resumeCounts())}`)
+        })
         const at = run.frames.length
         await pollUntil(async () => run.frames.length, (n) => n > at + 2, 'frames from the node before its death', 15_000, 2)
         kill(region)

@@ -81,6 +81,14 @@ export interface ForwardDeps {
   stallMs?: number
   /** Counts resume attempts by outcome (a metric). */
   onResume?: (outcome: ResumeOutcome) => void
+  /**
+   * Where a continuation may go, best first, none of `exclude`: the caller re-ranks the current
+   * node table by its own rule (generate.ts: affinity placement), since a stream can outlive the
+   * table it was routed on. Default: the request's ranking less `exclude`.
+   */
+  resumeNodes?: (exclude: ReadonlySet<string>) => Promise<readonly RankedNode[]>
+  /** A continuation is now served by `node` (load and affinity bookkeeping). */
+  onResumedOn?: (node: RankedNode) => void
 }
 
 /** DESIGN.md §4 Resume: at most two continuations per stream, then the shaped error event. */
@@ -179,12 +187,14 @@ function resumingStream(nodes: readonly RankedNode[], node: RankedNode, first: E
       // Excluded for this request only: a stream that broke says less about its node than a
       // refused connection (which marks it down, as before the first byte).
       dead.add(serving.id)
-      const next = nodes.filter((n) => !dead.has(n.id)).slice(0, MAX_ATTEMPTS)
+      const ranked = deps.resumeNodes ? await deps.resumeNodes(dead) : nodes
+      const next = ranked.filter((n) => !dead.has(n.id)).slice(0, MAX_ATTEMPTS)
       for (const candidate of next) {
         const attempt = await send(candidate, { ...req, resume: { tokens: delivered, flushed } }, deps)
         if (attempt.ok && attempt.res.status === 200 && (attempt.res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
           detaches.push(attempt.detach)
           serving = candidate
+          deps.onResumedOn?.(candidate)
           return attempt.res
         }
         if (attempt.ok) {
@@ -274,8 +284,9 @@ export function targetUrl(nodeUrl: string, path: string): URL {
 async function wireHeaders(req: ForwardRequest, signedPath: string, deps: ForwardDeps): Promise<Record<string, string>> {
   const nowMs = deps.now()
   const resume: Record<string, string> = {}
-  if (req.stream) {
-    // Every stream asks for id lines (the edge's delivery record) and carries its fixed seed.
+  if (req.stream && (deps.maxResumes ?? MAX_RESUMES) > 0) {
+    // Every stream asks for id lines (the edge's delivery record) and carries its fixed seed;
+    // with resume off (MAX_RESUMES=0) the stream is the plain pipe, without id lines.
     resume[RESUME_HEADERS.resumable] = '1'
     if (req.seed !== undefined) resume[RESUME_HEADERS.seed] = String(req.seed)
     if (req.resume) resume[RESUME_HEADERS.resume] = resumeHeader(req.resume.tokens, req.resume.flushed)
