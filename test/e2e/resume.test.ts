@@ -5,7 +5,8 @@
  * error event, the greedy and seeded ones with exactly the text of an undisturbed run; a stream
  * whose node dies twice is resumed twice and still exact; a third death ends it with one error
  * event. The undisturbed run is the control: a resume that repeated, dropped or re-sampled a
- * token would differ from it.
+ * token would differ from it. Drain: a draining node finishes its stream itself (no resume), and
+ * a drain forced after its grace period (SIGINT → exit 130) is resumed like a death.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sseFrames, type SseFrame } from '../node/sse-client.ts'
@@ -17,13 +18,15 @@ let stack: TestStack
 beforeAll(async () => {
   // A short stall bound, so the SIGSTOP test waits 2 s, not the default 15 s; tiny-model streams
   // on idle nodes never pause that long.
-  stack = await startTestStack({ regions: 3, edge: 'node', edgeVars: { STREAM_STALL_MS: String(STALL_MS) } })
+  // DRAIN_GRACE_MS: how long a drain runs before a SIGINT may force the exit (the drain tests).
+  stack = await startTestStack({ regions: 3, edge: 'node', edgeVars: { STREAM_STALL_MS: String(STALL_MS) }, nodeVars: { DRAIN_GRACE_MS: String(GRACE_MS) } })
 })
 afterAll(async () => {
   await stack?.stop()
 })
 
 const STALL_MS = 2000
+const GRACE_MS = 200
 const TOKENS = 600
 const LONG = { max_tokens: TOKENS, ignore_eos: true, stream: true }
 const REGION_NAMES = ['us-east', 'eu-west', 'ap-south']
@@ -180,6 +183,91 @@ describe('resume on another node after a node dies mid-stream (Node entry)', () 
     expect(v.errors).toBe(0)
     expect(v.problems).toEqual([])
     expect(v.text).toBe(reference.get(greedy.label))
+  })
+})
+
+describe('drain (Node entry)', () => {
+  /** Long enough to outlive DRAIN_GRACE_MS on the draining node; its reference is its own undisturbed run. */
+  const long: Case = { label: 'chat greedy long', path: '/v1/chat/completions', exact: true, body: { messages: [{ role: 'user', content: 'Drain me slowly' }], stream_options: { include_usage: true }, max_tokens: 960, ignore_eos: true, stream: true, temperature: 0 } }
+  let undisturbed = ''
+
+  /** Opens the long stream, and SIGTERMs its node once the stream is under way and the node is draining. */
+  async function drainUnder(): Promise<{ run: Held; region: string; pid: number; stoppedAt: number }> {
+    await allBack()
+    if (undisturbed === '') {
+      const ref = await open(long)
+      await ref.ended
+      undisturbed = judgeStream(long.path, ref.frames).text
+      expect(undisturbed.length).toBeGreaterThan(0)
+    }
+    const run = await open(long)
+    const region = await regionRunning(1, new Set())
+    await pollUntil(async () => run.frames.length, (n) => n > 3, 'the stream under way', 15_000, 2)
+    const pid = stack.nodePid(region)!
+    process.kill(pid, 'SIGTERM')
+    const stoppedAt = performance.now()
+    await pollUntil(async () => (await fetch(`${stack.nodeUrl(region)}/readyz`)).status, (s) => s === 503, 'the node draining', 5000, 5)
+    return { run, region, pid, stoppedAt }
+  }
+
+  const exits = (region: string, how: string) => stack.status.filter((l) => l.startsWith(`gpu-node-${region} ${how}`)).length
+
+  it('control: a drain that is not forced lets the stream finish on its node, not resumed', async () => {
+    const before = await resumeCounts()
+    const { run, region, pid } = await drainUnder()
+    const cleanExits = exits(region, 'exited with code 0')
+    await run.ended
+    const v = judgeStream(long.path, run.frames)
+    expect(v.errors).toBe(0)
+    expect(v.problems).toEqual([])
+    expect(v.text).toBe(undisturbed)
+    expect((await resumeCounts()).resumed).toBe(before.resumed)
+    // The node exits 0 after its streams, not forced.
+    await pollUntil(async () => stack.nodePid(region), (p) => p !== pid, 'the drained node to exit', 15_000, 20)
+    await pollUntil(async () => exits(region, 'exited with code 0'), (n) => n > cleanExits, 'the supervisor to report exit 0')
+  })
+
+  it('a drain forced after its grace period (SIGINT, exit 130) is resumed like a death: exact, no error event', async () => {
+    const before = await resumeCounts()
+    const { run, region, pid, stoppedAt } = await drainUnder()
+    const forcedExits = exits(region, 'exited with code 130')
+    // A SIGINT within the grace period joins the drain; the first one after it forces the exit.
+    await pollUntil(async () => {
+      if (stack.nodePid(region) === pid) process.kill(pid, 'SIGINT')
+      return stack.nodePid(region)
+    }, (p) => p !== pid, 'the forced exit', 10_000, 20)
+    expect(performance.now() - stoppedAt).toBeGreaterThanOrEqual(GRACE_MS - 5)
+    await pollUntil(async () => exits(region, 'exited with code 130'), (n) => n > forcedExits, 'the supervisor to report exit 130')
+    await run.ended
+    const v = judgeStream(long.path, run.frames)
+    expect(v.errors).toBe(0)
+    expect(v.problems).toEqual([])
+    expect(v.completionTokens).toBe(960)
+    expect(v.text).toBe(undisturbed)
+    // Forced while its stream was still on it: the stream was resumed elsewhere.
+    expect((await resumeCounts()).resumed).toBe(before.resumed + 1)
+  })
+})
+
+describe('a non-streaming request whose node dies before answering (Node entry)', () => {
+  it('is answered by another node, transparently: 200, x-zl-failover 1, the undisturbed answer', async () => {
+    await allBack()
+    const body = { model: stack.model, messages: [{ role: 'user', content: 'Answer at length' }], max_tokens: 900, ignore_eos: true, temperature: 0 }
+    const reference = await edgePost(stack.edgeUrl, '/v1/chat/completions', body, { apiKey: stack.devApiKey, geo: GEO['us-east'] })
+    expect(reference.status).toBe(200)
+    const want = ((await reference.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content
+    await allBack()
+    const pending = edgePost(stack.edgeUrl, '/v1/chat/completions', body, { apiKey: stack.devApiKey, geo: GEO['us-east'] })
+    // Killed while it generates: the edge has its headers not yet (a JSON answer's come with the whole completion).
+    const region = await regionRunning(1, new Set())
+    kill(region)
+    const res = await pending
+    expect(res.status).toBe(200)
+    expect(res.headers.get('x-zl-failover')).toBe('1')
+    expect(res.headers.get('x-zl-region')).not.toBe(region)
+    const answer = (await res.json()) as { choices: Array<{ message: { content: string }; finish_reason: string }>; usage: { completion_tokens: number } }
+    expect(answer.choices[0]!.message.content).toBe(want)
+    expect(answer.usage.completion_tokens).toBe(900)
   })
 })
 
