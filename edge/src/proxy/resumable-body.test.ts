@@ -108,6 +108,21 @@ describe('resumableBody', () => {
     expect(nodes[1].body.cancelled).toBe(true)
   })
 
+  it('ends the stream, not resumes it, when the node breaks after its final frame (a drained node exiting)', async () => {
+    const a = scriptedNode()
+    let asked = 0
+    const body = resumableBody(a.body, { maxResumes: 2, stallMs: 10_000, reopen: async () => (asked++, undefined) })
+    const out = collect(body)
+    const all = frame(1, [1], 'a') + 'data: [DONE]\n\n'
+    a.send(all)
+    a.fail()
+    await out.done
+    expect(out.ended).toBe('end')
+    expect(out.text).toBe(all)
+    expect(asked).toBe(0)
+    expect(body.resumes).toBe(0)
+  })
+
   it('fails when no node takes the continuation', async () => {
     const a = scriptedNode()
     const outcomes: ResumeOutcome[] = []

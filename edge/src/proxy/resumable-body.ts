@@ -92,6 +92,10 @@ export function resumableBody(first: UpstreamBody, opts: ResumeOptions): Resumab
       generation++
       disarm()
       current?.cancel(new Error('the node stream failed; resuming elsewhere'))
+      // The final frame already went out: the answer is whole, whatever its connection does next
+      // (a drained node exits right after its last frame; its stream can reset before it ends).
+      // A continuation now would send a second finish and [DONE].
+      if (scanner.finalSeen) return out.end()
       scanner.dropPartial()
       if (resumes >= opts.maxResumes) {
         opts.onResume?.('exhausted')
