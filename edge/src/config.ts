@@ -59,6 +59,10 @@ const EnvSchema = z.object({
   EDGE_LAT: lat.default(0),
   EDGE_LON: lon.default(0),
   UPSTREAM_CONNECT_TIMEOUT_MS: int(1, 600_000).default(2000),
+  /** A streaming node silent this long mid-stream is treated as dead and the stream resumed (proxy/forward.ts). */
+  STREAM_STALL_MS: int(1, 600_000).default(15_000),
+  /** Continuations per stream after its node fails (DESIGN.md §4 Resume); 0 turns resume off. */
+  MAX_RESUMES: int(0, 10).default(2),
   /** How long a node may take to answer a non-streaming request; also sets x-zl-deadline-ms. */
   REQUEST_TIMEOUT_MS: int(1).default(300_000),
   /** Cache-affine routing (edge/README.md): `off` routes as before, for comparisons. */
@@ -93,6 +97,8 @@ export interface EdgeConfig {
   edgeLon: number
   /** Until the node's response headers, for streaming requests (a streaming node answers at once). */
   upstreamConnectTimeoutMs: number
+  streamStallMs: number
+  maxResumes: number
   /** Until the node's response headers for non-streaming requests, and the deadline sent to the node. */
   requestTimeoutMs: number
   /** Cache-affine routing (routing/affinity-route.ts). */
@@ -131,6 +137,8 @@ export function parseEdgeConfig(env: Record<string, unknown>): EdgeConfig {
     edgeLat: e.EDGE_LAT,
     edgeLon: e.EDGE_LON,
     upstreamConnectTimeoutMs: e.UPSTREAM_CONNECT_TIMEOUT_MS,
+    streamStallMs: e.STREAM_STALL_MS,
+    maxResumes: e.MAX_RESUMES,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     affinity: { enabled: ['on', '1', 'true'].includes(e.AFFINITY), balanceFactor: e.AFFINITY_BALANCE_FACTOR, ttlMs: e.AFFINITY_TTL_MS },
     devMode: e.DEV_MODE,

@@ -50,7 +50,10 @@ export function observeRequests(opts: ObserveOptions): MiddlewareHandler<AppEnv>
           totalMs: Math.max(0, endedAtMs - facts.startedAtMs),
         })
         if (firstByteAtMs !== undefined) sample.ttfbMs = Math.max(0, firstByteAtMs - facts.startedAtMs)
-        opts.log?.(toLogLine(sample, facts))
+        const line = toLogLine(sample, facts)
+        // A stream continued on other nodes after its node failed (x-zl-failover was already sent).
+        if (end.resumes) line.resumes = end.resumes
+        opts.log?.(line)
         if (!record) return
         try {
           await record.record(sample)

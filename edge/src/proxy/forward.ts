@@ -12,10 +12,12 @@
 import { ApiError } from '../../../shared/src/api-error.ts'
 import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
 import type { Digest } from '../../../shared/src/digest.ts'
+import { RESUME_HEADERS, resumeHeader, resumeSignedExtra } from '../../../shared/src/resume-wire.ts'
 import { signRequest } from '../../../shared/src/signature.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { RankedNode } from '../routing/pick-node.ts'
 import { offerRelay, passThrough, type BodyOutcome, type UpstreamBody } from './pass-through.ts'
+import { resumableBody, type ResumeOutcome } from './resumable-body.ts'
 
 /**
  * What forward reads of a node's answer. fetch's Response has it; the Node entry's undici upstream
@@ -57,6 +59,10 @@ export interface ForwardRequest {
   signal?: AbortSignal
   /** Epoch ms the edge received the request. */
   startedAtMs: number
+  /** A stream's sampling seed, fixed here so a continuation is exact (used only where the body has none). */
+  seed?: number
+  /** A continuation: the tokens the client already has, and whether the finish flush too (x-zl-resume). */
+  resume?: { tokens: readonly number[]; flushed: boolean }
 }
 
 export interface ForwardDeps {
@@ -69,7 +75,30 @@ export interface ForwardDeps {
   /** Skip a node in this isolate for `forMs` (default: the registry's mark-down time). */
   markDown: (nodeId: string, forMs?: number) => void
   now: () => number
+  /** Continuations per stream after its node failed (default MAX_RESUMES); 0: off. */
+  maxResumes?: number
+  /** No bytes from a streaming node for this long counts as its death (default STREAM_STALL_MS). */
+  stallMs?: number
+  /** Counts resume attempts by outcome (a metric). */
+  onResume?: (outcome: ResumeOutcome) => void
+  /**
+   * Where a continuation may go, best first, none of `exclude`: the caller re-ranks the current
+   * node table by its own rule (generate.ts: affinity placement), since a stream can outlive the
+   * table it was routed on. Default: the request's ranking less `exclude`.
+   */
+  resumeNodes?: (exclude: ReadonlySet<string>) => Promise<readonly RankedNode[]>
+  /** A continuation is now served by `node` (load and affinity bookkeeping). */
+  onResumedOn?: (node: RankedNode) => void
 }
+
+/** DESIGN.md §4 Resume: at most two continuations per stream, then the shaped error event. */
+export const MAX_RESUMES = 2
+/**
+ * A node that sends nothing for this long mid-stream is treated as dead. Above the node's 5 s
+ * keep-alive interval (sent while a stream waits for its first token) with room for a loaded
+ * step; a token stream otherwise never pauses this long.
+ */
+export const STREAM_STALL_MS = 15_000
 
 export interface ForwardResult {
   response: Response
@@ -93,6 +122,7 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
   let failed = 0
   let lastOverload: Extract<Attempt, { ok: false }>['overloaded']
   let lastOverloadNode: RankedNode | undefined
+  let brokeMidBody = false
   for (const node of tried) {
     const attempt = await send(node, req, deps)
     if (attempt.ok) {
@@ -104,7 +134,16 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
         attempt.detach()
         return { response: new Response(null, { status: attempt.res.status, headers }), node, failedAttempts: failed, finished: Promise.resolve({ kind: 'complete' }) }
       }
-      if (!req.stream && !sse) return await wholeAnswer(attempt, headers, node, failed, req, deps)
+      if (!req.stream && !sse) {
+        const answer = await wholeAnswer(attempt, headers, node, failed, req, deps)
+        // A node that died while sending its JSON answer: the request is simply asked again elsewhere.
+        if (answer) return answer
+        // Not marked down: like a broken stream, it says less about the node than a refused connection.
+        failed++
+        brokeMidBody = true
+        continue
+      }
+      if (req.stream && sse && attempt.res.status === 200 && (deps.maxResumes ?? MAX_RESUMES) > 0) return resumingStream(nodes, node, attempt, headers, failed, req, deps)
       const piped = passThrough(attempt.res, { codec: req.codec, sse, now: deps.now })
       const finished = piped.finished.finally(attempt.detach)
       const response = new Response(piped.readable, { status: attempt.res.status, headers })
@@ -126,22 +165,71 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
     const headers = responseHeaders(lastOverload.headers, lastOverloadNode, failed - 1, req.startedAtMs, upstreamStartMs, deps.now())
     return { response: new Response(lastOverload.body, { status: lastOverload.status, headers }), node: lastOverloadNode, failedAttempts: failed - 1, finished: Promise.resolve({ kind: 'complete' }) }
   }
+  if (brokeMidBody) throw new ApiError('upstream_unavailable', 'The GPU node failed while sending this response; please retry.', { retryAfterMs: 1000 })
   throw new ApiError('upstream_unavailable', 'No GPU node could be reached for this request; please retry.', { retryAfterMs: 1000 })
+}
+
+/**
+ * A stream that can outlive its node: the node's body wrapped in a resumable body, which on a
+ * failure continues it on the next ranked node that is neither down nor already failed, handed
+ * the delivered tokens. Each continuation tries up to MAX_ATTEMPTS nodes, each bounded by the
+ * connect timeout; what is left of the pipe (relay, error event, client cancel) is unchanged.
+ */
+function resumingStream(nodes: readonly RankedNode[], node: RankedNode, first: Extract<Attempt, { ok: true }>, headers: Headers, failed: number, req: ForwardRequest, deps: ForwardDeps): ForwardResult {
+  const detaches = [first.detach]
+  const dead = new Set<string>()
+  let serving = node
+  const body = resumableBody(first.res, {
+    maxResumes: deps.maxResumes ?? MAX_RESUMES,
+    stallMs: deps.stallMs ?? STREAM_STALL_MS,
+    ...(deps.onResume ? { onResume: deps.onResume } : {}),
+    reopen: async (delivered, flushed) => {
+      // Excluded for this request only: a stream that broke says less about its node than a
+      // refused connection (which marks it down, as before the first byte).
+      dead.add(serving.id)
+      const ranked = deps.resumeNodes ? await deps.resumeNodes(dead) : nodes
+      const next = ranked.filter((n) => !dead.has(n.id)).slice(0, MAX_ATTEMPTS)
+      for (const candidate of next) {
+        const attempt = await send(candidate, { ...req, resume: { tokens: delivered, flushed } }, deps)
+        if (attempt.ok && attempt.res.status === 200 && (attempt.res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
+          detaches.push(attempt.detach)
+          serving = candidate
+          deps.onResumedOn?.(candidate)
+          return attempt.res
+        }
+        if (attempt.ok) {
+          attempt.res.body?.cancel().catch(() => {})
+          attempt.detach()
+        }
+        dead.add(candidate.id)
+        deps.markDown(candidate.id)
+      }
+      return undefined
+    },
+  })
+  const piped = passThrough(body, { codec: req.codec, sse: true, now: deps.now })
+  const finished = piped.finished
+    .then((o): BodyOutcome => (body.resumes > 0 ? { ...o, resumes: body.resumes } : o))
+    .finally(() => detaches.forEach((d) => d()))
+  const response = new Response(piped.readable, { status: 200, headers })
+  if (piped.relay) offerRelay(response, piped.relay)
+  return { response, node, failedAttempts: failed, finished }
 }
 
 /**
  * A non-streaming answer is one JSON document the client can only use whole, so the edge takes
  * it whole (bytes untouched) and answers with headers and body in one write — rather than headers
  * first and the body as a stream, a second socket write that cost more CPU than the rest of the
- * response. A node that breaks off mid-body becomes a clean 502 instead of a truncated body.
+ * response. A node that breaks off mid-body is answered undefined: forward asks the next node
+ * (the client never saw a byte), and only when every node failed is it a clean 502.
  */
-async function wholeAnswer(attempt: Extract<Attempt, { ok: true }>, headers: Headers, node: RankedNode, failed: number, req: ForwardRequest, deps: ForwardDeps): Promise<ForwardResult> {
+async function wholeAnswer(attempt: Extract<Attempt, { ok: true }>, headers: Headers, node: RankedNode, failed: number, req: ForwardRequest, deps: ForwardDeps): Promise<ForwardResult | undefined> {
   let bytes: ArrayBuffer
   try {
     bytes = await attempt.res.arrayBuffer()
-  } catch (e) {
+  } catch {
     if (req.signal?.aborted) throw new ClientGone()
-    throw new ApiError('upstream_unavailable', 'The GPU node failed while sending this response; please retry.', { retryAfterMs: 1000, cause: e })
+    return undefined
   } finally {
     attempt.detach()
   }
@@ -195,8 +283,18 @@ export function targetUrl(nodeUrl: string, path: string): URL {
 /** A plain record (fetch takes one as is; a Headers object validates every entry, which showed in profiles). */
 async function wireHeaders(req: ForwardRequest, signedPath: string, deps: ForwardDeps): Promise<Record<string, string>> {
   const nowMs = deps.now()
-  const signature = await signRequest({ secret: deps.secret, method: 'POST', path: signedPath, requestId: req.requestId, body: req.body, nowMs }, deps.digest)
+  const resume: Record<string, string> = {}
+  if (req.stream && (deps.maxResumes ?? MAX_RESUMES) > 0) {
+    // Every stream asks for id lines (the edge's delivery record) and carries its fixed seed;
+    // with resume off (MAX_RESUMES=0) the stream is the plain pipe, without id lines.
+    resume[RESUME_HEADERS.resumable] = '1'
+    if (req.seed !== undefined) resume[RESUME_HEADERS.seed] = String(req.seed)
+    if (req.resume) resume[RESUME_HEADERS.resume] = resumeHeader(req.resume.tokens, req.resume.flushed)
+  }
+  const extra = resumeSignedExtra((name) => resume[name])
+  const signature = await signRequest({ secret: deps.secret, method: 'POST', path: signedPath, requestId: req.requestId, body: req.body, nowMs, extra }, deps.digest)
   return {
+    ...resume,
     'content-type': 'application/json',
     accept: req.stream ? 'text/event-stream' : 'application/json',
     [WIRE_HEADERS.requestId]: req.requestId,

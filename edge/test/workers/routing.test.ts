@@ -137,6 +137,18 @@ describe('pass-through', () => {
 })
 
 describe('non-streaming answers', () => {
+  it('are asked again on the next node when one breaks off mid-document (the client saw nothing)', async () => {
+    const { key } = await createKey()
+    const requestId = uniqueRequestId()
+    await script(requestId, { 'us-east': 'break' })
+    const res = await SELF.fetch(edgeRequest('/v1/messages', messagesBody(), { key, requestId, geo: REGION_COORDS['us-east'] }))
+    expect(res.status).toBe(200)
+    expect(res.headers.get('x-zl-failover')).toBe('1')
+    expect(res.headers.get('x-zl-region')).not.toBe('us-east')
+    expect(await res.json()).toMatchObject({ type: 'message', content: [{ type: 'text', text: expect.stringMatching(/^hello from (eu-west|ap-south)$/) }] })
+    expect((await received(requestId)).map((r) => r.node)[0]).toBe('us-east')
+  })
+
   it('are taken whole: a node that breaks off mid-document gives a clean 502, never a truncated body', async () => {
     const { key } = await createKey()
     const requestId = uniqueRequestId()
