@@ -22,6 +22,7 @@ import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { benchAgent, sendRequest } from '../load/client.ts'
 import { buildBody } from '../load/dialects.ts'
 import { closedLoop } from '../load/generators.ts'
@@ -34,6 +35,7 @@ import { median, round } from '../lib/stats.ts'
 
 /** Batches of N requests counted per kind; the figure is their median (see the file comment). */
 const BATCHES = 4
+const IDLE_MS = 5000
 import type { PinnedEdgeInput, PinnedEdgeResult } from './edge-pinned.ts'
 
 export const REQUEST_KINDS = ['non_streaming_1kb', 'streaming_1kb', 'non_streaming_100kb'] as const
@@ -75,6 +77,8 @@ export async function runEdgeInstructions(ctx: BenchContext, input: PinnedEdgeIn
   const agent = benchAgent()
   const counts: Record<'edge' | 'bare', Partial<Record<RequestKind, KindCount>>> = { edge: {}, bare: {} }
   const notes: string[] = []
+  const idlePerS: Partial<Record<'edge' | 'bare', { main: number; all: number }>> = {}
+  const batchWallMs: Partial<Record<'edge' | 'bare', number[]>> = {}
   try {
     for (const which of ['edge', 'bare'] as const) {
       const dir = mkdtempSync(join(tmpdir(), 'zl-bench-callgrind-'))
@@ -107,8 +111,10 @@ export async function runEdgeInstructions(ctx: BenchContext, input: PinnedEdgeIn
           const repeatsAll: number[] = []
           for (let rep = 0; rep < BATCHES; rep++) {
             counter.zero()
+            const b0 = performance.now()
             for (let i = 0; i < n; i++) await send(kind)
             const c = counter.dump()
+            ;(batchWallMs[which] ??= []).push((performance.now() - b0) / n)
             repeats.push(c.main / n)
             repeatsAll.push(c.all / n)
           }
@@ -121,6 +127,15 @@ export async function runEdgeInstructions(ctx: BenchContext, input: PinnedEdgeIn
           }
           ctx.log(`instructions: ${which} ${kind}: main thread ${repeats.map((x) => Math.round(x).toLocaleString('en')).join(' / ')} per request; all threads ${repeatsAll.map((x) => Math.round(x).toLocaleString('en')).join(' / ')}`)
         }
+        // What the process does with no requests at all (clock-driven work), per second of wall
+        // time, and per request at the counted batches' pace: the part of the counts that a native
+        // process, ~100× faster per request, would spread over ~100× more requests.
+        counter.zero()
+        const i0 = performance.now()
+        await sleep(IDLE_MS)
+        const idle = counter.dump()
+        idlePerS[which] = { main: Math.round(idle.main / ((performance.now() - i0) / 1000)), all: Math.round(idle.all / ((performance.now() - i0) / 1000)) }
+        ctx.log(`instructions: ${which} idle: ${idlePerS[which]!.main.toLocaleString('en')} per second (main thread)`)
       } finally {
         await proc.stop()
       }
@@ -137,6 +152,8 @@ export async function runEdgeInstructions(ctx: BenchContext, input: PinnedEdgeIn
     raw: {
       method: `callgrind (main thread; all threads beside it), each proxy bundled (esbuild) and on core 0; ${warm} warm-up requests of each kind, then per kind ${BATCHES} batches of N = ${n} requests one at a time, counters zeroed before each; per request = median over batches of count / N`,
       per_request: counts,
+      idle_per_s: idlePerS,
+      wall_ms_per_counted_request: Object.fromEntries(Object.entries(batchWallMs).map(([k, v]) => [k, round(median(v), 1)])),
       edge_over_bare: Object.fromEntries(kindsCounted.map((k) => [k, ratio(k)])),
       edge_minus_bare: Object.fromEntries(kindsCounted.map((k) => [k, counts.edge[k]!.median - counts.bare[k]!.median])),
     },
