@@ -18,6 +18,7 @@ import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { RankedNode } from '../routing/pick-node.ts'
 import { offerRelay, passThrough, type BodyOutcome, type UpstreamBody } from './pass-through.ts'
 import { resumableBody, type ResumeOutcome } from './resumable-body.ts'
+import { targetUrl } from './target-url.ts'
 
 /**
  * What forward reads of a node's answer. fetch's Response has it; the Node entry's undici upstream
@@ -270,14 +271,6 @@ async function send(node: RankedNode, req: ForwardRequest, deps: ForwardDeps): P
   }
   detach()
   return { ok: false, overloaded: { status: res.status, headers: res.headers, body } }
-}
-
-/** The node URL (which may carry a base path) joined with the route path. */
-export function targetUrl(nodeUrl: string, path: string): URL {
-  const url = new URL(nodeUrl)
-  url.pathname = url.pathname.replace(/\/+$/, '') + path
-  url.search = ''
-  return url
 }
 
 /** A plain record (fetch takes one as is; a Headers object validates every entry, which showed in profiles). */
