@@ -27,6 +27,11 @@ export interface EngineLimits {
   prefixCacheBytes?: number
   /** Tokens per prefix-cache block (default 16). */
   prefixBlockTokens?: number
+  /**
+   * A new request is refused (overloaded, with the estimate as retry-after-ms) when the estimated
+   * wait before its first token exceeds this; 0 or absent: only maxQueue bounds the queue.
+   */
+  maxQueueWaitMs?: number
 }
 
 /** A generation request as the engine sees it: tokens in, stop rules, sampling. */
