@@ -18,7 +18,7 @@ import { resumeCounter } from '../proxy/resume-counter.ts'
 import type { AffinityMemory } from '../routing/affinity-memory.ts'
 import { routeByAffinity, type AffinityReason, type AffinityRoute } from '../routing/affinity-route.ts'
 import { clientLocation, edgeColo } from '../routing/client-location.ts'
-import { pickNodes, type RankedNode } from '../routing/pick-node.ts'
+import { allBusyForMs, pickNodes, type RankedNode } from '../routing/pick-node.ts'
 import type { RecentDispatches } from '../routing/recent-dispatches.ts'
 
 /** What the handler keeps across requests (per isolate). */
@@ -35,9 +35,11 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
     const key = c.get('affinity')
     const location = clientLocation(c.req.raw, deps.config)
     /** Today's table ranked for this client and placed by the key; `exclude`: nodes this request saw fail. */
+    let busyForMs: number | undefined
     const place = async (exclude?: ReadonlySet<string>): Promise<AffinityRoute> => {
       const table = await deps.registry.table(c.get('waitUntil'))
       const ranked = pickNodes(table.nodes, gen.model, location, now()).filter((n) => !exclude?.has(n.id))
+      busyForMs = ranked.length === 0 ? allBusyForMs(table.nodes, gen.model, now()) : undefined
       if (!key) return { nodes: ranked, reason: 'none' }
       return routeByAffinity(ranked, key.point, routing.memory.recall(key.hash), {
         balanceFactor: deps.config.affinity.balanceFactor,
@@ -52,6 +54,9 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
 
     let result: ForwardResult
     try {
+      // Every node is full (each answered overloaded within its own retry hint): say so, as the
+      // nodes would, rather than 502 — a client that backs off for retry-after-ms gets served.
+      if (route.nodes.length === 0 && busyForMs !== undefined) throw new ApiError('overloaded', 'Every GPU node serving this model is at capacity; please retry.', { retryAfterMs: busyForMs })
       if (route.nodes.length === 0) throw new ApiError('upstream_unavailable', 'No GPU node serving this model is available right now; please retry.', { retryAfterMs: 1000 })
       result = await forward(route.nodes, {
         path: codec.path,
@@ -74,7 +79,7 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
         digest: deps.digest,
         connectTimeoutMs: deps.config.upstreamConnectTimeoutMs,
         requestTimeoutMs: deps.config.requestTimeoutMs,
-        markDown: (id) => deps.registry.markDown(id),
+        markDown: (id, busyForMs) => deps.registry.markDown(id, busyForMs),
         now,
         maxResumes: deps.config.maxResumes,
         stallMs: deps.config.streamStallMs,

@@ -34,6 +34,8 @@ export interface RoutableNode extends GeoPoint {
   ts?: number
   /** Marked down in this isolate until this epoch ms (after a failed attempt). */
   downUntilMs?: number
+  /** The mark-down is for an overloaded answer: the node is full, not failed (node-registry.ts). */
+  busy?: boolean
   source: 'registry' | 'static'
 }
 
@@ -66,6 +68,21 @@ export function isUsable(node: RoutableNode, nowMs: number): boolean {
 export function isServing(node: RoutableNode, nowMs: number): boolean {
   if (node.draining) return false
   return node.ts === undefined || nowMs - node.ts < FRESH_MS
+}
+
+/**
+ * When no node can take a request because every serving one answered overloaded a moment ago:
+ * ms until the first of them is asked again (its own retry hint), for an honest 503/529 with
+ * retry-after-ms. undefined when some node is down for a failure or none serves the model.
+ */
+export function allBusyForMs(nodes: readonly RoutableNode[], model: string, nowMs: number): number | undefined {
+  let soonest: number | undefined
+  for (const n of nodes) {
+    if (!servesModel(n, model) || !isServing(n, nowMs)) continue
+    if (!n.busy || n.downUntilMs === undefined || n.downUntilMs <= nowMs) return undefined
+    soonest = Math.min(soonest ?? Infinity, n.downUntilMs - nowMs)
+  }
+  return soonest === undefined ? undefined : Math.max(1, Math.ceil(soonest))
 }
 
 /** Whether the node lists the model; a static node without `models` may serve any. */

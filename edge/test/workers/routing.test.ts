@@ -96,6 +96,36 @@ describe('failover before the first byte', () => {
     expect(((await res.json()) as any).error.type).toBe('server_error')
   })
 
+  it('while every node is full, answers overloaded with the wait left (not 502), and asks the nodes again once their retry hint has passed', async () => {
+    const app = appWith()
+    const { key } = await createKey()
+    const full = uniqueRequestId()
+    await script(full, { 'us-east': '503', 'eu-west': '503', 'ap-south': '503' })
+    const first = await app.fetch(edgeRequest('/v1/messages', messagesBody(), { key, requestId: full }))
+    expect(first.status).toBe(529)
+    const fullAt = Date.now()
+    // The next request, within the nodes' 250 ms: refused by the edge itself, in the dialect, with what is left of the wait.
+    const next = uniqueRequestId()
+    const refused = await app.fetch(edgeRequest('/v1/messages', messagesBody(), { key, requestId: next }))
+    const wait = Number(refused.headers.get('retry-after-ms'))
+    if (Date.now() - fullAt < 200) {
+      expect(refused.status).toBe(529)
+      expect(((await refused.json()) as any).error.type).toBe('overloaded_error')
+      expect(wait).toBeGreaterThan(0)
+      expect(wait).toBeLessThanOrEqual(250)
+      expect(await received(next)).toEqual([])
+    } else await refused.arrayBuffer()
+    // After the hint (not the 10 s mark-down of a failed node), a request is served: bounded polling.
+    let served: Response | undefined
+    for (let i = 0; i < 40 && !served; i++) {
+      const res = await app.fetch(edgeRequest('/v1/messages', messagesBody(), { key }))
+      if (res.status === 200) served = res
+      else await new Promise((r) => setTimeout(r, Math.max(10, Number(res.headers.get('retry-after-ms')) || 50)))
+    }
+    expect(served?.status).toBe(200)
+    expect(Date.now() - fullAt).toBeLessThan(2000)
+  })
+
   it('answers 502 in the dialect when no node can be reached', async () => {
     const dead = (id: string) => ({ id, url: testEnv.TEST_DEAD_URL, region: id, lat: 0, lon: 0, models: ['tiny'] })
     const app = appWith({ GPU_NODES: JSON.stringify([dead('a'), dead('b')]) })
