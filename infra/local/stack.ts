@@ -13,6 +13,7 @@ import { RespConnection } from './redis-client.ts'
 import { findRedisServer } from './redis-process.ts'
 import { bridgeUrl, edgeEnv, LOCAL, nodeEnv, portPlan, stackNodes, type PortPlan, type StackNode, type StackOptions } from './stack-config.ts'
 import { Supervisor, type ServiceSpec, type SupervisorEvents } from './supervisor.ts'
+import { startWanLinks, type WanLinks } from './stack-wan.ts'
 
 const STATE_DIR = '.stack'
 const TSX = ['--import', 'tsx']
@@ -28,19 +29,26 @@ export interface RunningStack {
   nodeService(region: string): string
   /** Every GPU node's service name (`gpu-node-<region>`, `gpu-node-<region>-2`, …). */
   nodeServices: string[]
+  /** The WAN relays between the edge and other regions' nodes (none without `opts.wan`). */
+  wan: WanLinks
+  /** The options the stack runs with: the caller's, plus the node URLs the WAN relays put in front. */
+  opts: StackOptions
   stop(): Promise<void>
 }
 
-export async function startStack(opts: StackOptions, events: SupervisorEvents): Promise<RunningStack> {
+export async function startStack(callerOpts: StackOptions, events: SupervisorEvents): Promise<RunningStack> {
   const redisBin = ensureRedisInstalled(events)
-  const nodes = stackNodes(opts)
-  const ports = portPlan(opts)
-  const stateDir = opts.stateDir ?? STATE_DIR
+  const nodes = stackNodes(callerOpts)
+  const ports = portPlan(callerOpts)
+  const stateDir = callerOpts.stateDir ?? STATE_DIR
   await assertPortsFree([ports.redis, ports.bridge, ...nodes.map((n) => n.port), ports.edge])
-  if (await ensureGeneratedModel(opts.modelDir)) events.status(`generated ${opts.modelDir}`)
+  if (await ensureGeneratedModel(callerOpts.modelDir)) events.status(`generated ${callerOpts.modelDir}`)
 
+  const wan = await startWanLinks(callerOpts.wan, nodes, LOCAL.host)
+  for (const line of wan.describe()) events.status(`WAN: ${line}`)
+  const opts: StackOptions = { ...callerOpts, nodeUrls: Object.fromEntries(wan.links.map((l) => [l.nodeId, l.relay.url])) }
   const supervisor = new Supervisor(join(stateDir, 'logs'), events)
-  const stop = () => supervisor.stopAll()
+  const stop = () => supervisor.stopAll().finally(() => wan.close())
   try {
     events.status(`starting redis-server on ${LOCAL.host}:${ports.redis}`)
     await supervisor.start(redisSpec(redisBin, ports.redis, stateDir))
@@ -57,7 +65,7 @@ export async function startStack(opts: StackOptions, events: SupervisorEvents): 
     await stop()
     throw e
   }
-  return { supervisor, edgeUrl: `http://${LOCAL.host}:${ports.edge}`, ports, nodeService: nodeServiceName, nodeServices: nodes.map((n) => n.service), stop }
+  return { supervisor, edgeUrl: `http://${LOCAL.host}:${ports.edge}`, ports, nodeService: nodeServiceName, nodeServices: nodes.map((n) => n.service), wan, opts, stop }
 }
 
 function nodeServiceName(region: string): string {
