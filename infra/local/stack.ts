@@ -2,13 +2,13 @@
  * `npm start`: redis-server → Upstash bridge → GPU nodes (one per region, or `nodesPerRegion`) → edge, each a child
  * process under the Supervisor, started in that order, each waited on until it answers.
  */
-import { execFileSync } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import { join } from 'node:path'
 import { Redis } from '@upstash/redis'
 import { seedKey } from '../keys/key-admin.ts'
 import { ensureGeneratedModel } from '../../gpu-node/tools/generate-model/ensure-model.ts'
+import { ensureDebianTools } from './debian-packages.ts'
 import { RespConnection } from './redis-client.ts'
 import { findRedisServer } from './redis-process.ts'
 import { bridgeUrl, edgeEnv, LOCAL, nodeEnv, portPlan, stackNodes, type PortPlan, type StackNode, type StackOptions } from './stack-config.ts'
@@ -149,14 +149,7 @@ function nodeEdgeSpec(opts: StackOptions): ServiceSpec {
 
 /** redis-server from Debian: installed when missing and running as root, else a clear instruction. */
 function ensureRedisInstalled(events: SupervisorEvents): string {
-  try {
-    return findRedisServer()
-  } catch (e) {
-    if (process.getuid?.() !== 0) throw new Error(`${(e as Error).message} (as root, or with sudo)`)
-    events.status('redis-server is missing: apt-get install -y redis-server')
-    execFileSync('sh', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server'], { stdio: 'inherit' })
-    return findRedisServer()
-  }
+  return ensureDebianTools([{ package: 'redis-server', find: () => findRedisServer() }], events.status)[0]!
 }
 
 async function assertPortsFree(ports: number[]): Promise<void> {
