@@ -36,17 +36,18 @@ export interface RunningStack {
   stop(): Promise<void>
 }
 
-export async function startStack(callerOpts: StackOptions, events: SupervisorEvents): Promise<RunningStack> {
+export async function startStack(opts: StackOptions, events: SupervisorEvents): Promise<RunningStack> {
   const redisBin = ensureRedisInstalled(events)
-  const nodes = stackNodes(callerOpts)
-  const ports = portPlan(callerOpts)
-  const stateDir = callerOpts.stateDir ?? STATE_DIR
+  const nodes = stackNodes(opts)
+  const ports = portPlan(opts)
+  const stateDir = opts.stateDir ?? STATE_DIR
   await assertPortsFree([ports.redis, ports.bridge, ...nodes.map((n) => n.port), ports.edge])
-  if (await ensureGeneratedModel(callerOpts.modelDir)) events.status(`generated ${callerOpts.modelDir}`)
+  if (await ensureGeneratedModel(opts.modelDir)) events.status(`generated ${opts.modelDir}`)
 
-  const wan = await startWanLinks(callerOpts.wan, nodes, LOCAL.host)
+  const wan = await startWanLinks(opts.wan, nodes, LOCAL.host)
   for (const line of wan.describe()) events.status(`WAN: ${line}`)
-  const opts: StackOptions = { ...callerOpts, nodeUrls: Object.fromEntries(wan.links.map((l) => [l.nodeId, l.relay.url])) }
+  // From here on the nodes publish, and the edge dials, the relays' URLs.
+  opts = { ...opts, nodeUrls: Object.fromEntries(wan.links.map((l) => [l.nodeId, l.relay.url])) }
   const supervisor = new Supervisor(join(stateDir, 'logs'), events)
   const stop = () => supervisor.stopAll().finally(() => wan.close())
   try {
