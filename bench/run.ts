@@ -20,6 +20,7 @@ import { performance } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
 import { latestMarkdown, markdownTable, readLatest, rewriteDocsBlock, sectionRecord, SECTIONS, verdicts, writeFileEnsuringDir, type Latest, type SectionName } from './lib/report.ts'
 import type { BenchContext, SectionResult } from './lib/report-types.ts'
+import { ensureBenchTools } from './lib/bench-tools.ts'
 import { killAllNow, machineLoad, MALLOC_ENV, stopAll } from './lib/procs.ts'
 import { throughputTtftSvg } from './lib/svg-chart.ts'
 
@@ -99,6 +100,13 @@ const previous = readLatest(LATEST_JSON)
 const latest: Latest = { ...previous }
 let failed = 0
 console.log(`bench: ${quick ? 'quick' : 'full'} run of ${only.join(', ')}; load average ${machineLoad().load1.toFixed(2)} on ${machineLoad().cores} cores`)
+// A fresh machine: redis-server and nginx-light installed as `npm start` installs redis-server (root), else the instruction.
+try {
+  ensureBenchTools(only as SectionName[], (line) => console.log(`bench: ${line}`))
+} catch (e) {
+  console.error(`bench: ${(e as Error).message}`)
+  process.exit(1)
+}
 for (const name of only as SectionName[]) {
   const before = machineLoad()
   const started = performance.now()

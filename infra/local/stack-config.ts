@@ -2,6 +2,7 @@
  * The local stack's fixed layout (DESIGN.md §9): ports, the three simulated regions, dev
  * credentials. Everything the supervisor starts is derived from `StackOptions`.
  */
+import type { WanOptions } from './stack-wan.ts'
 
 export interface Region {
   name: string
@@ -70,6 +71,15 @@ export interface StackOptions {
   edgeVars?: Record<string, string>
   /** Extra GPU node variables (MAX_BATCH, MAX_QUEUE, …), for every node. */
   nodeVars?: Record<string, string>
+  /** WAN delays between the edge and other regions' nodes (stack-wan.ts); undefined: all direct. */
+  wan?: WanOptions
+  /** Node id → the URL the edge reaches it at, where not its own port: set by startStack from the WAN relays. */
+  nodeUrls?: Record<string, string>
+}
+
+/** Where the edge reaches a node: its own port, unless a WAN relay stands in front of it (stack-wan.ts). */
+export function nodeUrl(opts: Pick<StackOptions, 'nodeUrls'>, node: StackNode): string {
+  return opts.nodeUrls?.[node.id] ?? `http://${LOCAL.host}:${node.port}`
 }
 
 export interface PortPlan {
@@ -138,7 +148,7 @@ export function bridgeUrl(opts: StackOptions): string {
 /** The edge's environment (wrangler vars or the Node entry's env) for this stack. */
 export function edgeEnv(opts: StackOptions): Record<string, string> {
   const modelId = opts.modelDir.replace(/\/+$/, '').split('/').pop() ?? 'tiny'
-  const nodes = stackNodes(opts).map((n) => ({ id: n.id, url: `http://${LOCAL.host}:${n.port}`, region: n.region.name, lat: n.region.lat, lon: n.region.lon, models: [modelId] }))
+  const nodes = stackNodes(opts).map((n) => ({ id: n.id, url: nodeUrl(opts, n), region: n.region.name, lat: n.region.lat, lon: n.region.lon, models: [modelId] }))
   return {
     UPSTASH_REDIS_REST_URL: bridgeUrl(opts),
     UPSTASH_REDIS_REST_TOKEN: LOCAL.upstashToken,
@@ -166,7 +176,8 @@ export function nodeEnv(opts: StackOptions, node: StackNode): Record<string, str
     REGION: r.name,
     REGION_LAT: String(r.lat),
     REGION_LON: String(r.lon),
-    PUBLIC_URL: `http://${LOCAL.host}:${node.port}`,
+    // What its heartbeat tells the edge: across a WAN, the relay in front of it.
+    PUBLIC_URL: nodeUrl(opts, node),
     EDGE_SHARED_SECRET: LOCAL.edgeSharedSecret,
     UPSTASH_REDIS_REST_URL: bridgeUrl(opts),
     UPSTASH_REDIS_REST_TOKEN: LOCAL.upstashToken,

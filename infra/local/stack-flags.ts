@@ -1,10 +1,12 @@
 /**
- * `npm start`'s flags (`--regions N`, `--nodes-per-region N`, `--edge wrangler|wrangler-inspector|node`, `--model DIR`) and
+ * `npm start`'s flags (`--regions N`, `--nodes-per-region N`, `--edge wrangler|wrangler-inspector|node`, `--model DIR`,
+ * `--wan`, `--rtt us-east:eu-west=70[,…]`: stack-wan.ts) and
  * dev credentials from the environment → StackOptions, parsed once with zod.
  */
 import { parseArgs } from 'node:util'
 import { z } from 'zod'
-import { EDGE_KINDS, LOCAL, MAX_NODES_PER_REGION, REGIONS, type StackOptions } from './stack-config.ts'
+import { EDGE_KINDS, LOCAL, MAX_NODES_PER_REGION, REGIONS, regionsFor, type StackOptions } from './stack-config.ts'
+import { parseWanFlags } from './stack-wan.ts'
 
 const Flags = z.object({
   regions: z.coerce.number().int().min(1).max(9).default(REGIONS.length),
@@ -14,10 +16,16 @@ const Flags = z.object({
 })
 
 export function parseStackFlags(argv: string[], env: Record<string, string | undefined>): StackOptions {
-  const { values } = parseArgs({ args: argv, options: { regions: { type: 'string' }, 'nodes-per-region': { type: 'string' }, edge: { type: 'string' }, model: { type: 'string' } } })
-  const parsed = Flags.safeParse(values)
+  const { values } = parseArgs({
+    args: argv,
+    options: { regions: { type: 'string' }, 'nodes-per-region': { type: 'string' }, edge: { type: 'string' }, model: { type: 'string' }, wan: { type: 'boolean' }, rtt: { type: 'string', multiple: true } },
+  })
+  const { wan, rtt, ...rest } = values
+  const parsed = Flags.safeParse(rest)
   if (!parsed.success) throw new Error(`bad flags: ${parsed.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('; ')}`)
+  const wanOpts = parseWanFlags(wan, rtt, regionsFor(parsed.data.regions))
   return {
+    ...(wanOpts ? { wan: wanOpts } : {}),
     regions: parsed.data.regions,
     nodesPerRegion: parsed.data['nodes-per-region'],
     edge: parsed.data.edge,

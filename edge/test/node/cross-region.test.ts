@@ -1,7 +1,7 @@
 /**
  * A request the Node edge serves one region away costs its round trip and no more (issue 18).
  * Two nodes (the real node server, gpu-node/src/server, with a scripted engine) — us-east beside
- * the edge, eu-west behind bench/lib/wan-relay.ts at RTT 80 ms (us-east behind an RTT-0 relay, so
+ * the edge, eu-west behind infra/local/wan-relay.ts at RTT 80 ms (us-east behind an RTT-0 relay, so
  * both paths have the same hops); the client's location picks the region. Proven here:
  * - the edge has its connection to the far node open before the first request needs it;
  * - p50 TTFB(eu-west) − p50 TTFB(us-east) stays within RTT + SLACK_MS, for a small body and for
@@ -14,7 +14,7 @@ import { Redis } from '@upstash/redis'
 import { Agent, request } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startLocalUpstash, type LocalUpstash } from '../../../infra/local/local-upstash.ts'
-import { startWanRelay, type WanRelay } from '../../../bench/lib/wan-relay.ts'
+import { startWanRelay, type WanRelay } from '../../../infra/local/wan-relay.ts'
 import { startTestNode, TEST_SECRET, type TestNode } from '../../../gpu-node/test/support/test-node.ts'
 import { TEST_MODEL_ID } from '../../../gpu-node/test/support/scripted-engine.ts'
 import { apiKeyRedisKey, generateApiKey, hashApiKey, toApiKeyFields } from '../../../shared/src/api-key.ts'
