@@ -1,6 +1,6 @@
 /**
  * Issue 17 item 11, a measurement (not a test): a bounded overload of the local stack through the
- * edge. `npx tsx bench/overload.ts [--seconds 60] [--factor 3] [--edge wrangler|node] [--regions 3]`
+ * edge. `npx tsx bench/overload.ts [--seconds 60] [--factor 3] [--edge wrangler|node] [--regions 3] [--queue-wait-ms 10000]`
  *
  * 1. capacity: a closed loop of 8 clients for 10 s measures the stack's request rate R;
  * 2. overload: Poisson arrivals at factor × R for `seconds` (non-streaming and streaming chat,
@@ -19,7 +19,7 @@ import { buildBody } from './load/dialects.ts'
 import { closedLoop, openLoop } from './load/generators.ts'
 import { percentile, poissonArrivals } from './lib/stats.ts'
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '60' }, factor: { type: 'string', default: '3' }, edge: { type: 'string', default: 'wrangler' }, regions: { type: 'string', default: '3' } } })
+const { values } = parseArgs({ options: { seconds: { type: 'string', default: '60' }, factor: { type: 'string', default: '3' }, edge: { type: 'string', default: 'wrangler' }, regions: { type: 'string', default: '3' }, 'queue-wait-ms': { type: 'string', default: '10000' } } })
 const seconds = Number(values.seconds)
 const factor = Number(values.factor)
 const edgeKind = values.edge === 'node' ? 'node' : 'wrangler'
@@ -48,7 +48,8 @@ function treeRssMiB(pid: number | undefined): number | null {
   return Math.round(kib / 1024)
 }
 
-const stack = await startTestStack({ regions: Number(values.regions), edge: edgeKind })
+// The nodes bound the wait they queue (MAX_QUEUE_WAIT_MS, off by default): overload is answered, not queued.
+const stack = await startTestStack({ regions: Number(values.regions), edge: edgeKind, nodeVars: { MAX_QUEUE_WAIT_MS: values['queue-wait-ms']! } })
 const dispatcher = benchAgent({ connections: 256 })
 const headers = { authorization: `Bearer ${stack.devApiKey}` }
 let seq = 0
