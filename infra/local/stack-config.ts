@@ -2,7 +2,6 @@
  * The local stack's fixed layout (DESIGN.md §9): ports, the three simulated regions, dev
  * credentials. Everything the supervisor starts is derived from `StackOptions`.
  */
-import type { WanOptions } from './stack-wan.ts'
 
 export interface Region {
   name: string
@@ -75,6 +74,12 @@ export interface StackOptions {
   wan?: WanOptions
   /** Node id → the URL the edge reaches it at, where not its own port: set by startStack from the WAN relays. */
   nodeUrls?: Record<string, string>
+}
+
+/** `npm start --wan` / `--rtt` (stack-wan.ts parses them and starts the relays). */
+export interface WanOptions {
+  /** Round trip per region pair, ms, keyed by stack-wan.ts `pairKey` (both orders mean the same link). */
+  rttMs: Record<string, number>
 }
 
 /** Where the edge reaches a node: its own port, unless a WAN relay stands in front of it (stack-wan.ts). */

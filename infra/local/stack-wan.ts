@@ -12,7 +12,7 @@
  */
 import { z } from 'zod'
 import { greatCircleKm } from '../../edge/src/routing/pick-node.ts'
-import type { Region, StackNode } from './stack-config.ts'
+import type { Region, StackNode, WanOptions } from './stack-config.ts'
 import { startWanRelay, type WanRelay } from './wan-relay.ts'
 
 /**
@@ -22,11 +22,6 @@ import { startWanRelay, type WanRelay } from './wan-relay.ts'
  */
 export const WAN_ROUTE_FACTOR = 1.4
 export const MAX_WAN_RTT_MS = 2000
-
-export interface WanOptions {
-  /** Round trip per region pair, ms, keyed by `pairKey` (both orders mean the same link). */
-  rttMs: Record<string, number>
-}
 
 /** The key of an unordered region pair. */
 export function pairKey(a: string, b: string): string {

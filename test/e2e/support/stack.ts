@@ -11,7 +11,7 @@ import { Redis } from '@upstash/redis'
 import { freePort } from '../../../infra/local/redis-process.ts'
 import { edgeEnv, LOCAL, REGIONS, stackRegions, type EdgeKind, type Region, type StackOptions } from '../../../infra/local/stack-config.ts'
 import { startStack, type RunningStack } from '../../../infra/local/stack.ts'
-import type { WanOptions } from '../../../infra/local/stack-wan.ts'
+import type { WanOptions } from '../../../infra/local/stack-config.ts'
 import { Metrics, pollUntil } from '../../node/gpu-node-process.ts'
 
 export { pollUntil }
