@@ -12,7 +12,7 @@
  */
 import { performance } from 'node:perf_hooks'
 import { Redis } from '@upstash/redis'
-import { Agent, request } from 'undici'
+import { Agent } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startLocalUpstash, type LocalUpstash } from '../../../infra/local/local-upstash.ts'
 import { startWanRelay, type WanRelay } from '../../../infra/local/wan-relay.ts'
@@ -22,6 +22,7 @@ import { apiKeyRedisKey, generateApiKey, hashApiKey, toApiKeyFields } from '../.
 import { NODES_KEY, type NodeRow } from '../../../shared/src/node-row.ts'
 import { parseEdgeConfig } from '../../src/config.ts'
 import { startNodeEdge, type NodeEdge } from '../../src/entries/node-server.ts'
+import { timedChat } from './timed-chat.ts'
 
 const REGIONS = {
   'us-east': { lat: 39.0, lon: -77.5, rttMs: 0 },
@@ -97,21 +98,9 @@ afterAll(async () => {
 /** A chat request from a client in us-east, each with its own conversation; resolves with the serving region and the time to its first body byte. */
 async function askFromUsEast(i: number): Promise<{ region: string; ttfbMs: number }> {
   const r = REGIONS['us-east']
-  const started = performance.now()
-  const res = await request(`${edge.url}/v1/chat/completions`, {
-    method: 'POST',
-    dispatcher: client,
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-zl-client-geo': `${r.lat},${r.lon}` },
-    body: JSON.stringify({ model: TEST_MODEL_ID, messages: [{ role: 'user', content: `conversation ${i}` }], max_tokens: 4, stream: true }),
-  })
-  let first: number | undefined
-  let text = ''
-  for await (const chunk of res.body) {
-    first ??= performance.now() - started
-    text += String(chunk)
-  }
-  expect(res.statusCode, text).toBe(200)
-  return { region: String(res.headers['x-zl-region']), ttfbMs: first! }
+  const res = await timedChat(edge.url, { dispatcher: client, key, geo: r, body: JSON.stringify({ model: TEST_MODEL_ID, messages: [{ role: 'user', content: `conversation ${i}` }], max_tokens: 4, stream: true }) })
+  expect(res.status, res.text).toBe(200)
+  return { region: res.region, ttfbMs: res.ttfbMs }
 }
 
 async function bursts(count: number, size: number): Promise<Array<{ region: string; ttfbMs: number }>> {
