@@ -103,10 +103,13 @@ try {
     const total = m && /"durationMs":(\d+)/.exec(line)
     if (total && (m[1] === '503' || m[1] === '529')) edgeRefusalMs.push(Number(total[1]))
   }
+  // Refusals that are not the app's (no JSON request line): what the runtime in front of it logged.
+  const otherLines = [...new Set(edgeLog.filter((l) => / 5\d\d /.test(l) && !l.startsWith('{')).map((l) => l.replace(/\(\d+ms\)/, '(…ms)').slice(0, 200)))].slice(0, 5)
   const clientErrors: Record<string, number> = {}
   for (const r of done.filter((x) => x.status === 0)) clientErrors[r.error ?? 'unknown'] = (clientErrors[r.error ?? 'unknown'] ?? 0) + 1
   const report = {
     edgeRefusals,
+    otherLines,
     clientErrors,
     edge: edgeKind, regions: stack.regions.length, capacityReqPerS: rate, factor, seconds,
     sent: done.length, dropped: run.dropped, byStatus,
@@ -121,6 +124,7 @@ try {
   console.log(`\n| status | count |\n|---|---:|\n${Object.entries(byStatus).map(([s, n]) => `| ${s} | ${n} |`).join('\n')}`)
   console.log(`\nrefusals: ${refused.length}, ${withRetryHint} with retry-after-ms, p50 ${report.refusals.p50Ms?.toFixed(0)} ms, p99 ${report.refusals.p99Ms?.toFixed(0)} ms (inside the edge's code: p50 ${report.refusals.atEdgeP50Ms?.toFixed(0)} ms, p99 ${report.refusals.atEdgeP99Ms?.toFixed(0)} ms); 200 p99 ${report.okP99Ms?.toFixed(0)} ms; dropped by the client's in-flight bound: ${run.dropped}`)
   console.log(`edge log, 5xx by outcome: ${JSON.stringify(edgeRefusals)}; client errors: ${JSON.stringify(clientErrors)}`)
+  if (otherLines.length > 0) console.log(`edge log, other 5xx lines: ${otherLines.join(' | ')}`)
   console.log(`afterwards: ${idle.map(([n, s]) => `${n} ${s}`).join(', ')}`)
   console.log(`\n| t (s) | edge RSS (MiB) | ${stack.regions.map((r) => `${r.name} RSS`).join(' | ')} |\n|---:|---:|${stack.regions.map(() => '---:').join('|')}|`)
   for (const s of rssSamples) console.log(`| ${s.atS} | ${s.edgeMiB} | ${stack.regions.map((r) => s.nodesMiB[r.name]).join(' | ')} |`)
