@@ -1,6 +1,6 @@
 /**
  * `npm start`'s flags (`--regions N`, `--nodes-per-region N`, `--edge wrangler|wrangler-inspector|node`, `--model DIR`,
- * `--wan`, `--rtt us-east:eu-west=70[,…]`: stack-wan.ts) and
+ * `--wan`, `--rtt us-east:eu-west=70[,…]`: stack-wan.ts, `--node-nice N`: the GPU nodes' CPU priority, default 10, 0 off) and
  * dev credentials from the environment → StackOptions, parsed once with zod.
  */
 import { parseArgs } from 'node:util'
@@ -13,12 +13,14 @@ const Flags = z.object({
   'nodes-per-region': z.coerce.number().int().min(1).max(MAX_NODES_PER_REGION).default(1),
   edge: z.enum(EDGE_KINDS).default('wrangler'),
   model: z.string().min(1).default('models/tiny'),
+  // stack-config.ts nodeNice: the simulated edge keeps the CPU a separate machine would give it.
+  'node-nice': z.coerce.number().int().min(0).max(19).default(10),
 })
 
 export function parseStackFlags(argv: string[], env: Record<string, string | undefined>): StackOptions {
   const { values } = parseArgs({
     args: argv,
-    options: { regions: { type: 'string' }, 'nodes-per-region': { type: 'string' }, edge: { type: 'string' }, model: { type: 'string' }, wan: { type: 'boolean' }, rtt: { type: 'string', multiple: true } },
+    options: { regions: { type: 'string' }, 'nodes-per-region': { type: 'string' }, edge: { type: 'string' }, model: { type: 'string' }, 'node-nice': { type: 'string' }, wan: { type: 'boolean' }, rtt: { type: 'string', multiple: true } },
   })
   const { wan, rtt, ...rest } = values
   const parsed = Flags.safeParse(rest)
@@ -29,6 +31,7 @@ export function parseStackFlags(argv: string[], env: Record<string, string | und
     regions: parsed.data.regions,
     nodesPerRegion: parsed.data['nodes-per-region'],
     edge: parsed.data.edge,
+    nodeNice: parsed.data['node-nice'],
     modelDir: parsed.data.model,
     devApiKey: env.DEV_API_KEY ?? LOCAL.devApiKey,
     adminToken: env.DEV_ADMIN_TOKEN ?? LOCAL.adminToken,

@@ -109,6 +109,7 @@ function nodeSpec(opts: StackOptions, n: StackNode): ServiceSpec {
     env: { ...nodeEnv(opts, n), ...NODE_MALLOC_ENV },
     ready: () => httpAnswers(`http://${LOCAL.host}:${n.port}/readyz`),
     critical: false,
+    ...(opts.nodeNice ? { nice: opts.nodeNice } : {}),
   }
 }
 

@@ -18,6 +18,8 @@ export interface ServiceSpec {
   readyTimeoutMs?: number
   /** Critical services stop the stack when they die; others are restarted. */
   critical: boolean
+  /** Lower CPU priority (nice(1) increment, inherited by every thread the process starts). */
+  nice?: number
 }
 
 export interface SupervisorEvents {
@@ -54,7 +56,9 @@ export class Supervisor {
   /** Starts a service and resolves once it is ready; rejects if it exits or times out first. */
   async start(spec: ServiceSpec, restarts = 0): Promise<void> {
     const log = createWriteStream(this.logFile(spec.name), { flags: restarts ? 'a' : 'w' })
-    const child = spawn(spec.command, spec.args, { env: { ...process.env, ...spec.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: false })
+    // nice(1) execs the command: the child's pid stays the service's own (signals reach it).
+    const [command, args] = spec.nice ? ['nice', ['-n', String(spec.nice), spec.command, ...spec.args]] : [spec.command, spec.args]
+    const child = spawn(command, args, { env: { ...process.env, ...spec.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: false })
     child.stdout!.pipe(log, { end: false })
     child.stderr!.pipe(log, { end: false })
     let exitReason: string | undefined

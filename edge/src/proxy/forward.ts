@@ -5,7 +5,8 @@
  *
  * Failover: a connect error, no response headers within the timeout, or 503/529 (overloaded)
  * moves on to the next ranked node, up to MAX_ATTEMPTS in all; the failed node is marked down in
- * this isolate. The timeout until headers is UPSTREAM_CONNECT_TIMEOUT_MS for streams (a node
+ * this isolate — for the full mark-down when it could not be reached, but only briefly and as
+ * busy when it was full or slow to answer (see `forward`). The timeout until headers is UPSTREAM_CONNECT_TIMEOUT_MS for streams (a node
  * answers a stream's headers as soon as it admits it) and REQUEST_TIMEOUT_MS otherwise (a JSON
  * answer's headers come with the whole completion). Any other status is the node's answer.
  */
@@ -115,7 +116,10 @@ export class ClientGone extends Error {
   override readonly name = 'ClientGone'
 }
 
-type Attempt = { ok: true; res: UpstreamResponse; detach: () => void } | { ok: false; overloaded?: { status: number; headers: Headers; body: Uint8Array } }
+type Attempt =
+  | { ok: true; res: UpstreamResponse; detach: () => void }
+  /** `slow`: connected, but no headers within the timeout; `overloaded`: it answered 503/529. */
+  | { ok: false; slow?: boolean; overloaded?: { status: number; headers: Headers; body: Uint8Array } }
 
 export async function forward(nodes: readonly RankedNode[], req: ForwardRequest, deps: ForwardDeps): Promise<ForwardResult> {
   const tried = nodes.slice(0, MAX_ATTEMPTS)
@@ -124,6 +128,7 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
   let lastOverload: Extract<Attempt, { ok: false }>['overloaded']
   let lastOverloadNode: RankedNode | undefined
   let brokeMidBody = false
+  let slow = false
   for (const node of tried) {
     const attempt = await send(node, req, deps)
     if (attempt.ok) {
@@ -153,8 +158,15 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
     }
     failed++
     // A full node is healthy: skip it only as long as it asked (retry-after-ms), not for the
-    // full mark-down of a node that failed, or a burst would shut it out after it drained.
-    deps.markDown(node.id, attempt.overloaded ? retryHintMs(attempt.overloaded.headers) : undefined)
+    // full mark-down of a node that failed, or a burst would shut it out after it drained. A node
+    // that sent no headers in time is, as measured under a 3× overload of the local stack, most
+    // often a node too busy to answer: it is skipped as busy for as long as one request may
+    // spend finding every node slow (MAX_ATTEMPTS timeouts), so a burst pays that once (a dead
+    // process refuses the connection and is marked down in full; a dead machine's heartbeat
+    // stops, and the node table drops it). Marked down in full, every node of the overloaded
+    // stack was soon down, and each request got a 502 instead of an honest 503.
+    deps.markDown(node.id, attempt.overloaded ? retryHintMs(attempt.overloaded.headers) : attempt.slow ? MAX_ATTEMPTS * deps.connectTimeoutMs : undefined)
+    slow ||= attempt.slow === true
     if (attempt.overloaded) {
       lastOverload = attempt.overloaded
       lastOverloadNode = node
@@ -167,6 +179,7 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
     return { response: new Response(lastOverload.body, { status: lastOverload.status, headers }), node: lastOverloadNode, failedAttempts: failed - 1, finished: Promise.resolve({ kind: 'complete' }) }
   }
   if (brokeMidBody) throw new ApiError('upstream_unavailable', 'The GPU node failed while sending this response; please retry.', { retryAfterMs: 1000 })
+  if (slow) throw new ApiError('overloaded', 'The GPU nodes serving this model are too busy to answer in time; please retry.', { retryAfterMs: deps.connectTimeoutMs })
   throw new ApiError('upstream_unavailable', 'No GPU node could be reached for this request; please retry.', { retryAfterMs: 1000 })
 }
 
@@ -250,14 +263,18 @@ async function send(node: RankedNode, req: ForwardRequest, deps: ForwardDeps): P
   req.signal?.addEventListener('abort', onClientAbort, { once: true })
   const detach = () => req.signal?.removeEventListener('abort', onClientAbort)
   const timeoutMs = req.stream ? deps.connectTimeoutMs : deps.requestTimeoutMs
-  const timer = setTimeout(() => controller.abort(new Error('upstream timeout')), timeoutMs)
+  let timedOut = false
+  const timer = setTimeout(() => {
+    timedOut = true
+    controller.abort(new Error('upstream timeout'))
+  }, timeoutMs)
   let res: UpstreamResponse
   try {
     res = await deps.upstream(target.href, { method: 'POST', headers, body: req.body, signal: controller.signal, redirect: 'manual' })
   } catch {
     detach()
     if (req.signal?.aborted) throw new ClientGone()
-    return { ok: false }
+    return timedOut ? { ok: false, slow: true } : { ok: false }
   } finally {
     clearTimeout(timer)
   }

@@ -126,6 +126,35 @@ describe('failover before the first byte', () => {
     expect(Date.now() - fullAt).toBeLessThan(2000)
   })
 
+  it('answers overloaded with retry-after-ms (not 502) when every node is too slow to answer, and then skips them briefly as busy', async () => {
+    const app = appWith({ UPSTREAM_CONNECT_TIMEOUT_MS: '300' })
+    const { key } = await createKey()
+    const slow = uniqueRequestId()
+    await script(slow, { 'us-east': 'hang', 'eu-west': 'hang', 'ap-south': 'hang' })
+    const res = await app.fetch(edgeRequest('/v1/chat/completions', chatBody({ stream: true }), { key, requestId: slow }))
+    expect(res.status).toBe(503)
+    expect(res.headers.get('retry-after-ms')).toBe('300')
+    expect(((await res.json()) as any).error.code).toBe('overloaded')
+    const slowAt = Date.now()
+    // Within the timeout's length the edge answers at once, in the dialect, without asking the nodes.
+    const next = uniqueRequestId()
+    const refused = await app.fetch(edgeRequest('/v1/messages', messagesBody(), { key, requestId: next }))
+    if (Date.now() - slowAt < 250) {
+      expect(refused.status).toBe(529)
+      expect(Number(refused.headers.get('retry-after-ms'))).toBeGreaterThan(0)
+      expect(await received(next)).toEqual([])
+    } else await refused.arrayBuffer()
+    // Not the 10 s mark-down of a dead node: served again soon after (bounded polling).
+    let served: Response | undefined
+    for (let i = 0; i < 40 && !served; i++) {
+      const again = await app.fetch(edgeRequest('/v1/chat/completions', chatBody(), { key }))
+      if (again.status === 200) served = again
+      else await new Promise((r) => setTimeout(r, Math.max(10, Number(again.headers.get('retry-after-ms')) || 50)))
+    }
+    expect(served?.status).toBe(200)
+    expect(Date.now() - slowAt).toBeLessThan(2000)
+  })
+
   it('answers 502 in the dialect when no node can be reached', async () => {
     const dead = (id: string) => ({ id, url: testEnv.TEST_DEAD_URL, region: id, lat: 0, lon: 0, models: ['tiny'] })
     const app = appWith({ GPU_NODES: JSON.stringify([dead('a'), dead('b')]) })

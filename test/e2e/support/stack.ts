@@ -23,6 +23,8 @@ export interface TestStackOptions {
   edge?: EdgeKind
   edgeVars?: Record<string, string>
   nodeVars?: Record<string, string>
+  /** The GPU nodes' nice(1) increment (stack-config.ts nodeNice; default none). */
+  nodeNice?: number
   /** WAN delays between the edge (first region) and the other regions' nodes (infra/local/stack-wan.ts). */
   wan?: WanOptions
 }
@@ -79,6 +81,7 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
     ...(options.edgeVars ? { edgeVars: options.edgeVars } : {}),
     ...(options.nodeVars ? { nodeVars: options.nodeVars } : {}),
     ...(options.wan ? { wan: options.wan } : {}),
+    ...(options.nodeNice ? { nodeNice: options.nodeNice } : {}),
   }
   const status: string[] = []
   const fatal: string[] = []
