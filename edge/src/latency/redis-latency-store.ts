@@ -1,7 +1,8 @@
 /**
  * The latency histograms in Redis (key scheme: latency-keys.ts). Writing is ONE pipelined
- * request per sample (a dozen HINCRBY/EXPIRE), or per batch of samples (batching-recorder.ts);
- * reading is one pipelined HGETALL per minute (or hour) of the window.
+ * request per batch of samples (batching-recorder.ts, both entries), or per sample (a dozen
+ * HINCRBY/EXPIRE; tests and tools); reading is one pipelined HGETALL per minute (or hour) of the
+ * window.
  */
 import { bucketIndex } from './histogram.ts'
 import { bucketOf, fieldName, latencyKey, RESOLUTIONS, type Resolution, type StatsScope } from './latency-keys.ts'
@@ -70,7 +71,7 @@ export async function writeBatch(redis: LatencyRedis, batch: IncrementBatch): Pr
   await pipe.exec()
 }
 
-/** One pipelined write per sample (Workers: each request's record runs in its own waitUntil). */
+/** One pipelined write per sample: no entry uses it any more (both batch); tests and tools do. */
 export function createRedisLatencyRecorder(redis: LatencyRedis): LatencyRecorder {
   return {
     async record(s: LatencySample) {
