@@ -30,7 +30,7 @@
  */
 import type { LatencyRecorder, LatencySample } from './latency-recorder.ts'
 import { bucketIndex } from './histogram.ts'
-import { addToBatch, sampleIncrements, writeBatch, type IncrementBatch, type LatencyRedis } from './redis-latency-store.ts'
+import { addToBatch, sampleIncrements, writeBatch, type IncrementBatch, type KnownTtls, type LatencyRedis } from './redis-latency-store.ts'
 
 export interface BatchingOptions {
   flushMs: number
@@ -67,6 +67,8 @@ interface OpenBatch {
 
 export function createBatchingLatencyRecorder(redis: LatencyRedis, options: BatchingOptions = DEFAULT_BATCHING): LatencyRecorder {
   const now = options.now ?? Date.now
+  // Plain data, so Workers requests may share it: which hashes' EXPIRE this isolate has sent.
+  const knownTtls: KnownTtls = new Set()
   let open: OpenBatch | undefined
 
   /** A new batch; `stale`: one whose owner never wrote it, whose samples it takes over. */
@@ -88,7 +90,7 @@ export function createBatchingLatencyRecorder(redis: LatencyRedis, options: Batc
         if (batch.adopted) return
         const increments: IncrementBatch = new Map()
         for (const { sample, count } of alike.values()) sampleIncrements(sample, (key, field, ttl) => addToBatch(increments, key, field, ttl, count))
-        return writeBatch(redis, increments).catch((e: unknown) => {
+        return writeBatch(redis, increments, knownTtls).catch((e: unknown) => {
           throw new LatencyBatchError(batch.samples, e)
         })
       }),

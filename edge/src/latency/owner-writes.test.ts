@@ -13,11 +13,16 @@ import { addToBatch, sampleIncrements, type IncrementBatch, type LatencyPipeline
 
 type Command = [op: 'hincrby', key: string, field: string, n: number] | [op: 'expire', key: string, seconds: number]
 
-/** Pipelines as sent; `fail` makes the next exec reject, `hold` keeps execs pending until released. */
+/**
+ * Pipelines as sent, answered like Redis (HINCRBY: the field's new value); `failNext` makes the
+ * next exec reject, `hold` keeps execs pending until `release`.
+ */
 function fakeRedis() {
   const execs: Command[][] = []
+  const values = new Map<string, number>()
   let fail: Error | undefined
   let held: Array<() => void> | undefined
+  const answer = (c: Command) => (c[0] === 'expire' ? 1 : values.set(`${c[1]} ${c[2]}`, (values.get(`${c[1]} ${c[2]}`) ?? 0) + c[3]).get(`${c[1]} ${c[2]}`))
   const redis: LatencyRedis = {
     pipeline(): LatencyPipeline {
       const commands: Command[] = []
@@ -30,8 +35,9 @@ function fakeRedis() {
           const error = fail
           fail = undefined
           if (error) return Promise.reject(error)
-          if (held) return new Promise((resolve) => held!.push(() => resolve([])))
-          return Promise.resolve([])
+          const replies = commands.map(answer)
+          if (held) return new Promise((resolve) => held!.push(() => resolve(replies)))
+          return Promise.resolve(replies)
         },
       }
     },
