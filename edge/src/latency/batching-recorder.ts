@@ -8,7 +8,7 @@
  *
  * Two ways to own the write:
  * - Node entry (default): a long-lived process. `record()` resolves when the batch holding the
- *   sample is stored (or rejects with the write's error); `flush()` writes the open batch now
+ *   sample is stored (or rejects with a LatencyBatchError); `flush()` writes the open batch now
  *   (the Node entry's close()).
  * - `ownerWrites` (Workers entry): workerd forbids using one request's I/O from another, and a
  *   promise settled by another request's I/O may never settle for this one. Samples are plain
