@@ -37,6 +37,8 @@ export interface Env {
   AFFINITY_BALANCE_FACTOR?: string
   AFFINITY_TTL_MS?: string
   DEV_MODE?: string
+  /** Latency samples per Redis batch (default 2000). */
+  LATENCY_BATCH_MAX_SAMPLES?: string
   /** "0" turns the per-request JSON log line off (default on). */
   REQUEST_LOG?: string
   /** Workers Analytics Engine dataset for latency samples ([[analytics_engine_datasets]]), optional. */
@@ -50,7 +52,7 @@ export function createWorkerDeps(env: Env, overrides: Partial<EdgeDeps> = {}): E
   // (batching-recorder.ts, ownerWrites): one pipeline per second instead of one per request.
   // No `coalesce`: that shares one request's Redis promise with others (redis-deps.ts).
   const redis = createRedisBackedDeps(config, (timeoutMs) => new Redis(redisClientOptions(config, timeoutMs)), {
-    latencyBatching: { ...DEFAULT_BATCHING, ownerWrites: true },
+    latencyBatching: { ...DEFAULT_BATCHING, maxSamples: config.latencyBatchMaxSamples, ownerWrites: true },
   })
   return {
     config,

@@ -16,10 +16,11 @@
  *   sample OPENS a batch owns its write: the timer is set in that request's context, and that
  *   request's `record()` promise (which observe-request.ts hands to waitUntil) IS the write — it
  *   rejects if the write fails, so the failure is logged once, by the owner. Every other
- *   request's `record()` resolves at once. A batch that fills early is started by the request
- *   that filled it resolving the owner's trigger; workerd runs that continuation in the owner's
- *   context (compatibility date ≥ 2024-10-14: handle_cross_request_promise_resolution), which
- *   waitUntil keeps alive, so the write is still the owner's I/O.
+ *   request's `record()` resolves at once — except the one whose sample FILLS the batch
+ *   (`maxSamples`): it writes the batch at once, from its own context, and the owner's timer
+ *   later finds nothing to write. (Resolving the owner's trigger from the filling request, as
+ *   the Node mode does, left the owner's waitUntil hung in workerd: no request may settle
+ *   another's promise.) So each batch is written by exactly one request, with its own I/O.
  *   The cost: samples sit in memory up to `flushMs` (+ the write) after their response. If the
  *   isolate is evicted meanwhile, workerd still lets the owner's waitUntil finish (well inside its
  *   30 s limit), so the batch is written; samples are lost only if the isolate dies abruptly
@@ -57,8 +58,8 @@ interface OpenBatch {
   samples: number
   /** When its timer is due: a batch still open `flushMs` after that lost its owner (ownerWrites). */
   dueAtMs: number
-  /** Its samples moved to a later batch: its own write, if it ever runs, stores nothing. */
-  adopted: boolean
+  /** Another request took its samples (ownerWrites): its own write, when its timer fires, stores nothing. */
+  taken: boolean
   /** Settles when the batch is stored. */
   written: Promise<void>
   /** Starts the write now (the batch is full). */
@@ -71,6 +72,14 @@ export function createBatchingLatencyRecorder(redis: LatencyRedis, options: Batc
   const knownTtls: KnownTtls = new Set()
   let open: OpenBatch | undefined
 
+  const store = (batch: OpenBatch): Promise<void> => {
+    const increments: IncrementBatch = new Map()
+    for (const { sample, count } of batch.alike.values()) sampleIncrements(sample, (key, field, ttl) => addToBatch(increments, key, field, ttl, count))
+    return writeBatch(redis, increments, knownTtls).catch((e: unknown) => {
+      throw new LatencyBatchError(batch.samples, e)
+    })
+  }
+
   /** A new batch; `stale`: one whose owner never wrote it, whose samples it takes over. */
   const openBatch = (stale?: OpenBatch): OpenBatch => {
     const alike: OpenBatch['alike'] = new Map()
@@ -82,23 +91,18 @@ export function createBatchingLatencyRecorder(redis: LatencyRedis, options: Batc
       alike,
       samples: 0,
       dueAtMs: now() + options.flushMs,
-      adopted: false,
+      taken: false,
       writeNow,
       written: due.then(() => {
         clearTimeout(timer)
         if (open === batch) open = undefined
-        if (batch.adopted) return
-        const increments: IncrementBatch = new Map()
-        for (const { sample, count } of alike.values()) sampleIncrements(sample, (key, field, ttl) => addToBatch(increments, key, field, ttl, count))
-        return writeBatch(redis, increments, knownTtls).catch((e: unknown) => {
-          throw new LatencyBatchError(batch.samples, e)
-        })
+        return batch.taken ? undefined : store(batch)
       }),
     }
     // Callers get the same promise and handle its rejection; this keeps it from being unhandled.
     batch.written.catch(() => {})
     if (stale) {
-      stale.adopted = true
+      stale.taken = true
       for (const [key, { sample, count }] of stale.alike) add(batch, key, sample, count)
       batch.samples = stale.samples
     }
@@ -113,6 +117,12 @@ export function createBatchingLatencyRecorder(redis: LatencyRedis, options: Batc
       add(batch, alikeKey(sample), sample, 1)
       if (++batch.samples >= options.maxSamples) {
         open = undefined
+        // Filled by another request than its owner: this one writes it (waking the owner from
+        // here left the owner hung in workerd; see above). The owner's timer finds it taken.
+        if (options.ownerWrites && !opened) {
+          batch.taken = true
+          return store(batch)
+        }
         batch.writeNow()
       }
       return opened || !options.ownerWrites ? batch.written : Promise.resolve()

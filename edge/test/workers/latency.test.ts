@@ -158,17 +158,19 @@ describe('through the Worker itself', () => {
       }),
     )
     expect(responses).toEqual(responses.map(() => 200))
-    // Written by the batch's owner about a second after it opened: wait for all n.
+    // Written in waitUntil after the responses: wait for all n.
     const redis = testRedis()
     const minuteKeys = () => [0, 1].map((back) => latencyKey('minute', bucketOf('minute', Date.now()) - back, { kind: 'tenant', tenant }))
     const stored = async () => (await Promise.all(minuteKeys().map((k) => redis.hgetall(k)))).reduce((sum, h) => sum + (sums(h)['o:ok'] ?? 0), 0)
     const deadline = Date.now() + 15_000
     while ((await stored()) < n && Date.now() < deadline) await scheduler.wait(20)
     expect(await stored()).toBe(n)
-    // Per request this was one pipeline of 16 commands; now a batch of ~1 s holds them all
-    // (a loaded machine may spread the responses over a few batches).
-    expect(latencyWrites.length).toBeGreaterThanOrEqual(1)
-    expect(latencyWrites.length).toBeLessThanOrEqual(4)
+    // Per request this was one pipeline of 16 commands. Batches hold 8 samples here
+    // (LATENCY_BATCH_MAX_SAMPLES in vitest.config.ts), so the 32 fill at least four, each
+    // written by the request that filled it (waking the opener from there left it hung in
+    // workerd, and nothing was stored); a loaded machine may spread them over a few more.
+    expect(latencyWrites.length).toBeGreaterThanOrEqual(n / 8)
+    expect(latencyWrites.length).toBeLessThanOrEqual(n / 8 + 3)
     const stats = (await (await SELF.fetch(edgeRequest('/v1/stats/latency?window=5m', undefined, { key }))).json()) as LatencyStats
     expect(stats).toMatchObject({ scope: 'tenant', tenant, totals: { requests: n } })
     expect(stats.pairs.map((p) => [p.edge, p.region, p.requests])).toEqual([['local', 'eu-west', n]])
