@@ -36,7 +36,7 @@ import { addToBatch, sampleIncrements, writeBatch, type IncrementBatch, type Kno
 export interface BatchingOptions {
   flushMs: number
   maxSamples: number
-  /** The request that opens a batch writes it; the others' record() resolves at once (Workers). */
+  /** The request that opens a batch writes it (one that fills it early: that one); the others' record() resolves at once (Workers). */
   ownerWrites?: boolean
   /** Clock for the overdue check (tests); default Date.now. */
   now?: () => number
