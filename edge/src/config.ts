@@ -71,6 +71,8 @@ const EnvSchema = z.object({
   AFFINITY_BALANCE_FACTOR: z.coerce.number().min(1).max(10).default(1.25),
   /** How long `zl:aff:<hash>` remembers where a conversation was served (Redis TTL). */
   AFFINITY_TTL_MS: int(1000, 24 * 3_600_000).default(15 * 60_000),
+  /** Latency samples per Redis batch: a fuller batch is written before its second is up (batching-recorder.ts). */
+  LATENCY_BATCH_MAX_SAMPLES: int(1, 100_000).default(2000),
   DEV_MODE: flag,
   /** One JSON log line per request (default on); tests turn it off to keep their output readable. */
   REQUEST_LOG: flagOn,
@@ -103,6 +105,8 @@ export interface EdgeConfig {
   requestTimeoutMs: number
   /** Cache-affine routing (routing/affinity-route.ts). */
   affinity: AffinityConfig
+  /** LATENCY_BATCH_MAX_SAMPLES. */
+  latencyBatchMaxSamples: number
   /** Local development only: honours `x-zl-client-geo`. Never set in production configs. */
   devMode: boolean
   /** Write the per-request JSON log line (latency/observe-request.ts). */
@@ -141,6 +145,7 @@ export function parseEdgeConfig(env: Record<string, unknown>): EdgeConfig {
     maxResumes: e.MAX_RESUMES,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     affinity: { enabled: ['on', '1', 'true'].includes(e.AFFINITY), balanceFactor: e.AFFINITY_BALANCE_FACTOR, ttlMs: e.AFFINITY_TTL_MS },
+    latencyBatchMaxSamples: e.LATENCY_BATCH_MAX_SAMPLES,
     devMode: e.DEV_MODE,
     requestLog: e.REQUEST_LOG,
   }
