@@ -24,9 +24,9 @@ const seconds = Number(values.seconds)
 const factor = Number(values.factor)
 const edgeKind = values.edge === 'node' ? 'node' : 'wrangler'
 
-/** Resident memory of a process and all its descendants, MiB (from /proc). */
-function treeRssMiB(pid: number | undefined): number | null {
-  if (pid === undefined) return null
+/** Resident memory of a process and each of its descendants, MiB (from /proc). */
+function treeRss(pid: number | undefined): Array<{ pid: number; name: string; mib: number }> {
+  if (pid === undefined) return []
   const children = (p: number): number[] => {
     try {
       return readdirSync(`/proc/${p}/task`).flatMap((t) => readFileSync(`/proc/${p}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number))
@@ -34,18 +34,25 @@ function treeRssMiB(pid: number | undefined): number | null {
       return []
     }
   }
-  let kib = 0
+  const out: Array<{ pid: number; name: string; mib: number }> = []
   const stack = [pid]
   while (stack.length > 0) {
     const p = stack.pop()!
     try {
-      kib += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p}/status`, 'utf8'))?.[1] ?? 0)
+      const status = readFileSync(`/proc/${p}/status`, 'utf8')
+      out.push({ pid: p, name: /Name:\s+(\S+)/.exec(status)?.[1] ?? '?', mib: Math.round(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024) })
     } catch {
       continue
     }
     stack.push(...children(p))
   }
-  return Math.round(kib / 1024)
+  return out
+}
+
+/** The whole tree's RSS, MiB; null when the process is gone. */
+function treeRssMiB(pid: number | undefined): number | null {
+  const tree = treeRss(pid)
+  return tree.length === 0 ? null : tree.reduce((n, p) => n + p.mib, 0)
 }
 
 // The nodes bound the wait they queue (MAX_QUEUE_WAIT_MS, off by default): overload is answered, not queued.
@@ -86,6 +93,13 @@ try {
   const refused = done.filter((r) => r.status === 503 || r.status === 529)
   const refusedMs = refused.map((r) => r.totalMs)
   const withRetryHint = refused.filter((r) => r.retryAfterMs !== undefined).length
+  // What the nodes' memory holds at the end: the prefix cache fills up to its own budget
+  // (PREFIX_CACHE_MB), beside the KV budget, so a node's RSS climbs to that bound and stops.
+  const prefixCache = Object.fromEntries(await Promise.all(stack.regions.map(async (r) => {
+    const m = await stack.metrics(r.name)
+    return [r.name, { bytesMiB: Math.round((m.value('zl_prefix_cache_bytes') ?? 0) / 2 ** 20), capacityMiB: Math.round((m.value('zl_prefix_cache_capacity_bytes') ?? 0) / 2 ** 20) }] as const
+  })))
+  const edgeProcesses = treeRss(stack.running.supervisor.pid('edge'))
   const idle = await Promise.all(stack.regions.map(async (r) => {
     const m = await pollUntil(() => stack.metrics(r.name), (x) => x.value('zl_num_requests_running') === 0 && x.value('zl_num_requests_waiting') === 0, `${r.name} idle`, 60_000).catch(() => undefined)
     return [r.name, m ? 'idle' : 'still busy after 60 s'] as const
@@ -116,6 +130,8 @@ try {
     refusals: { count: refused.length, withRetryAfterMs: withRetryHint, p50Ms: percentile(refusedMs, 50), p99Ms: percentile(refusedMs, 99), atEdgeP50Ms: percentile(edgeRefusalMs, 50), atEdgeP99Ms: percentile(edgeRefusalMs, 99) },
     okP99Ms: percentile(done.filter((r) => r.status === 200).map((r) => r.totalMs), 99),
     afterwards: Object.fromEntries(idle),
+    prefixCache,
+    edgeProcesses,
     rss: rssSamples,
   }
   mkdirSync('bench/results', { recursive: true })
@@ -125,6 +141,8 @@ try {
   console.log(`\nrefusals: ${refused.length}, ${withRetryHint} with retry-after-ms, p50 ${report.refusals.p50Ms?.toFixed(0)} ms, p99 ${report.refusals.p99Ms?.toFixed(0)} ms (inside the edge's code: p50 ${report.refusals.atEdgeP50Ms?.toFixed(0)} ms, p99 ${report.refusals.atEdgeP99Ms?.toFixed(0)} ms); 200 p99 ${report.okP99Ms?.toFixed(0)} ms; dropped by the client's in-flight bound: ${run.dropped}`)
   console.log(`edge log, 5xx by outcome: ${JSON.stringify(edgeRefusals)}; client errors: ${JSON.stringify(clientErrors)}`)
   if (otherLines.length > 0) console.log(`edge log, other 5xx lines: ${otherLines.join(' | ')}`)
+  console.log(`prefix cache at the end (MiB held / budget): ${Object.entries(prefixCache).map(([n, c]) => `${n} ${c.bytesMiB}/${c.capacityMiB}`).join(', ')}`)
+  console.log(`edge processes at the end (MiB): ${edgeProcesses.map((p) => `${p.name} ${p.mib}`).join(', ')}`)
   console.log(`afterwards: ${idle.map(([n, s]) => `${n} ${s}`).join(', ')}`)
   console.log(`\n| t (s) | edge RSS (MiB) | ${stack.regions.map((r) => `${r.name} RSS`).join(' | ')} |\n|---:|---:|${stack.regions.map(() => '---:').join('|')}|`)
   for (const s of rssSamples) console.log(`| ${s.atS} | ${s.edgeMiB} | ${stack.regions.map((r) => s.nodesMiB[r.name]).join(' | ')} |`)

@@ -81,7 +81,18 @@ export class Supervisor {
       child.kill('SIGKILL')
       throw new Error(`${spec.name}: ${(e as Error).message}${this.tail(spec.name)}`)
     }
-    void exited.then(() => this.onExit(entry, exitReason ?? 'exited', log))
+    // On exit the log is closed, but the pipes may outlive the process: a child it started
+    // (wrangler's workerd) can hold them and keep writing, and a write into the ended log was an
+    // uncaught ERR_STREAM_WRITE_AFTER_END that took the whole stack down at its stop. So the
+    // pipes are detached first, and what still comes is read and dropped.
+    const closeLog = () => {
+      for (const out of [child.stdout!, child.stderr!]) {
+        out.unpipe(log)
+        out.resume()
+      }
+      log.end()
+    }
+    void exited.then(() => this.onExit(entry, exitReason ?? 'exited', closeLog))
   }
 
   /** Stops every service, last started first: SIGTERM, then SIGKILL after `graceMs`. */
@@ -113,8 +124,8 @@ export class Supervisor {
     throw new Error(`not ready after ${spec.readyTimeoutMs ?? 60_000} ms`)
   }
 
-  private onExit(entry: Running, reason: string, log: WriteStream): void {
-    log.end()
+  private onExit(entry: Running, reason: string, closeLog: () => void): void {
+    closeLog()
     if (this.stopping || this.running.get(entry.spec.name) !== entry) return
     this.running.delete(entry.spec.name)
     if (entry.spec.critical) {
