@@ -72,10 +72,12 @@ try {
   const rate = okCap / (cap.endedAtMs / 1000)
   console.log(`${rate.toFixed(1)} req/s`)
 
-  const rssSamples: Array<{ atS: number; edgeMiB: number | null; nodesMiB: Record<string, number | null> }> = []
+  const rssSamples: Array<{ atS: number; edgeMiB: number | null; edgeProcessesMiB: string; nodesMiB: Record<string, number | null> }> = []
   const sample = () => rssSamples.push({
     atS: Math.round((performance.now() - t0) / 1000),
     edgeMiB: treeRssMiB(stack.running.supervisor.pid('edge')),
+    // Which of the edge's processes grows (wrangler's node, its workerd instances, esbuild).
+    edgeProcessesMiB: treeRss(stack.running.supervisor.pid('edge')).map((p) => `${p.name} ${p.mib}`).join(', '),
     nodesMiB: Object.fromEntries(stack.regions.map((r) => [r.name, treeRssMiB(stack.nodePid(r.name))])),
   })
   const t0 = performance.now()
@@ -144,8 +146,8 @@ try {
   console.log(`prefix cache at the end (MiB held / budget): ${Object.entries(prefixCache).map(([n, c]) => `${n} ${c.bytesMiB}/${c.capacityMiB}`).join(', ')}`)
   console.log(`edge processes at the end (MiB): ${edgeProcesses.map((p) => `${p.name} ${p.mib}`).join(', ')}`)
   console.log(`afterwards: ${idle.map(([n, s]) => `${n} ${s}`).join(', ')}`)
-  console.log(`\n| t (s) | edge RSS (MiB) | ${stack.regions.map((r) => `${r.name} RSS`).join(' | ')} |\n|---:|---:|${stack.regions.map(() => '---:').join('|')}|`)
-  for (const s of rssSamples) console.log(`| ${s.atS} | ${s.edgeMiB} | ${stack.regions.map((r) => s.nodesMiB[r.name]).join(' | ')} |`)
+  console.log(`\n| t (s) | edge RSS (MiB) | ${stack.regions.map((r) => `${r.name} RSS`).join(' | ')} | edge processes (MiB) |\n|---:|---:|${stack.regions.map(() => '---:').join('|')}|---|`)
+  for (const s of rssSamples) console.log(`| ${s.atS} | ${s.edgeMiB} | ${stack.regions.map((r) => s.nodesMiB[r.name]).join(' | ')} | ${s.edgeProcessesMiB} |`)
   console.log(`\nwritten: ${file}`)
 } finally {
   await dispatcher.close()
