@@ -61,6 +61,9 @@ export default defineConfig({
                 UPSTREAM_CONNECT_TIMEOUT_MS: '500',
                 DEFAULT_RPM: '1000',
                 DEFAULT_TPM: '1000000',
+                // Small latency batches, so 32 requests fill several: the request that fills a
+                // batch writes it (edge/test/workers/latency.test.ts).
+                LATENCY_BATCH_MAX_SAMPLES: '8',
                 // For the tests themselves (not read by the edge).
                 TEST_CONTROL_URL: inject('controlUrl'),
                 TEST_DEAD_URL: inject('deadUrl'),

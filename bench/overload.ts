@@ -1,6 +1,6 @@
 /**
  * Issue 17 item 11, a measurement (not a test): a bounded overload of the local stack through the
- * edge. `npx tsx bench/overload.ts [--seconds 60] [--factor 3] [--edge wrangler|node] [--regions 3]`
+ * edge. `npx tsx bench/overload.ts [--seconds 60] [--factor 3] [--edge wrangler|node] [--regions 3] [--queue-wait-ms 10000] [--node-nice 10]`
  *
  * 1. capacity: a closed loop of 8 clients for 10 s measures the stack's request rate R;
  * 2. overload: Poisson arrivals at factor × R for `seconds` (non-streaming and streaming chat,
@@ -19,14 +19,14 @@ import { buildBody } from './load/dialects.ts'
 import { closedLoop, openLoop } from './load/generators.ts'
 import { percentile, poissonArrivals } from './lib/stats.ts'
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '60' }, factor: { type: 'string', default: '3' }, edge: { type: 'string', default: 'wrangler' }, regions: { type: 'string', default: '3' } } })
+const { values } = parseArgs({ options: { seconds: { type: 'string', default: '60' }, factor: { type: 'string', default: '3' }, edge: { type: 'string', default: 'wrangler' }, regions: { type: 'string', default: '3' }, 'queue-wait-ms': { type: 'string', default: '10000' }, 'node-nice': { type: 'string', default: '10' } } })
 const seconds = Number(values.seconds)
 const factor = Number(values.factor)
 const edgeKind = values.edge === 'node' ? 'node' : 'wrangler'
 
-/** Resident memory of a process and all its descendants, MiB (from /proc). */
-function treeRssMiB(pid: number | undefined): number | null {
-  if (pid === undefined) return null
+/** Resident memory of a process and each of its descendants, MiB (from /proc). */
+function treeRss(pid: number | undefined): Array<{ pid: number; name: string; mib: number }> {
+  if (pid === undefined) return []
   const children = (p: number): number[] => {
     try {
       return readdirSync(`/proc/${p}/task`).flatMap((t) => readFileSync(`/proc/${p}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number))
@@ -34,21 +34,29 @@ function treeRssMiB(pid: number | undefined): number | null {
       return []
     }
   }
-  let kib = 0
+  const out: Array<{ pid: number; name: string; mib: number }> = []
   const stack = [pid]
   while (stack.length > 0) {
     const p = stack.pop()!
     try {
-      kib += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p}/status`, 'utf8'))?.[1] ?? 0)
+      const status = readFileSync(`/proc/${p}/status`, 'utf8')
+      out.push({ pid: p, name: /Name:\s+(\S+)/.exec(status)?.[1] ?? '?', mib: Math.round(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024) })
     } catch {
       continue
     }
     stack.push(...children(p))
   }
-  return Math.round(kib / 1024)
+  return out
 }
 
-const stack = await startTestStack({ regions: Number(values.regions), edge: edgeKind })
+/** The whole tree's RSS, MiB; null when the process is gone. */
+function treeRssMiB(pid: number | undefined): number | null {
+  const tree = treeRss(pid)
+  return tree.length === 0 ? null : tree.reduce((n, p) => n + p.mib, 0)
+}
+
+// The nodes bound the wait they queue (MAX_QUEUE_WAIT_MS, off by default): overload is answered, not queued.
+const stack = await startTestStack({ regions: Number(values.regions), edge: edgeKind, nodeVars: { MAX_QUEUE_WAIT_MS: values['queue-wait-ms']! }, nodeNice: Number(values['node-nice']) })
 const dispatcher = benchAgent({ connections: 256 })
 const headers = { authorization: `Bearer ${stack.devApiKey}` }
 let seq = 0
@@ -64,10 +72,12 @@ try {
   const rate = okCap / (cap.endedAtMs / 1000)
   console.log(`${rate.toFixed(1)} req/s`)
 
-  const rssSamples: Array<{ atS: number; edgeMiB: number | null; nodesMiB: Record<string, number | null> }> = []
+  const rssSamples: Array<{ atS: number; edgeMiB: number | null; edgeProcessesMiB: string; nodesMiB: Record<string, number | null> }> = []
   const sample = () => rssSamples.push({
     atS: Math.round((performance.now() - t0) / 1000),
     edgeMiB: treeRssMiB(stack.running.supervisor.pid('edge')),
+    // Which of the edge's processes grows (wrangler's node, its workerd instances, esbuild).
+    edgeProcessesMiB: treeRss(stack.running.supervisor.pid('edge')).map((p) => `${p.name} ${p.mib}`).join(', '),
     nodesMiB: Object.fromEntries(stack.regions.map((r) => [r.name, treeRssMiB(stack.nodePid(r.name))])),
   })
   const t0 = performance.now()
@@ -85,6 +95,13 @@ try {
   const refused = done.filter((r) => r.status === 503 || r.status === 529)
   const refusedMs = refused.map((r) => r.totalMs)
   const withRetryHint = refused.filter((r) => r.retryAfterMs !== undefined).length
+  // What the nodes' memory holds at the end: the prefix cache fills up to its own budget
+  // (PREFIX_CACHE_MB), beside the KV budget, so a node's RSS climbs to that bound and stops.
+  const prefixCache = Object.fromEntries(await Promise.all(stack.regions.map(async (r) => {
+    const m = await stack.metrics(r.name)
+    return [r.name, { bytesMiB: Math.round((m.value('zl_prefix_cache_bytes') ?? 0) / 2 ** 20), capacityMiB: Math.round((m.value('zl_prefix_cache_capacity_bytes') ?? 0) / 2 ** 20) }] as const
+  })))
+  const edgeProcesses = treeRss(stack.running.supervisor.pid('edge'))
   const idle = await Promise.all(stack.regions.map(async (r) => {
     const m = await pollUntil(() => stack.metrics(r.name), (x) => x.value('zl_num_requests_running') === 0 && x.value('zl_num_requests_waiting') === 0, `${r.name} idle`, 60_000).catch(() => undefined)
     return [r.name, m ? 'idle' : 'still busy after 60 s'] as const
@@ -93,31 +110,44 @@ try {
   // client's errors for requests that got no status.
   const edgeLog = readFileSync(stack.running.supervisor.logFile('edge'), 'utf8').split('\n')
   const edgeRefusals: Record<string, number> = {}
+  // How long the edge's own code took over its refusals: against the client's view, the rest is
+  // time spent before the app saw the request (queued in the runtime in front of it).
+  const edgeRefusalMs: number[] = []
   for (const line of edgeLog) {
     const m = /"status":(5\d\d),"outcome":"([a-z_]+)"/.exec(line)
     if (m) edgeRefusals[`${m[1]} ${m[2]}`] = (edgeRefusals[`${m[1]} ${m[2]}`] ?? 0) + 1
+    const total = m && /"durationMs":(\d+)/.exec(line)
+    if (total && (m[1] === '503' || m[1] === '529')) edgeRefusalMs.push(Number(total[1]))
   }
+  // Refusals that are not the app's (no JSON request line): what the runtime in front of it logged.
+  const otherLines = [...new Set(edgeLog.filter((l) => / 5\d\d /.test(l) && !l.startsWith('{')).map((l) => l.replace(/\(\d+ms\)/, '(…ms)').slice(0, 200)))].slice(0, 5)
   const clientErrors: Record<string, number> = {}
   for (const r of done.filter((x) => x.status === 0)) clientErrors[r.error ?? 'unknown'] = (clientErrors[r.error ?? 'unknown'] ?? 0) + 1
   const report = {
     edgeRefusals,
+    otherLines,
     clientErrors,
     edge: edgeKind, regions: stack.regions.length, capacityReqPerS: rate, factor, seconds,
     sent: done.length, dropped: run.dropped, byStatus,
-    refusals: { count: refused.length, withRetryAfterMs: withRetryHint, p50Ms: percentile(refusedMs, 50), p99Ms: percentile(refusedMs, 99) },
+    refusals: { count: refused.length, withRetryAfterMs: withRetryHint, p50Ms: percentile(refusedMs, 50), p99Ms: percentile(refusedMs, 99), atEdgeP50Ms: percentile(edgeRefusalMs, 50), atEdgeP99Ms: percentile(edgeRefusalMs, 99) },
     okP99Ms: percentile(done.filter((r) => r.status === 200).map((r) => r.totalMs), 99),
     afterwards: Object.fromEntries(idle),
+    prefixCache,
+    edgeProcesses,
     rss: rssSamples,
   }
   mkdirSync('bench/results', { recursive: true })
   const file = `bench/results/overload-${new Date().toISOString().replace(/[:.]/g, '-')}.json`
   writeFileSync(file, JSON.stringify(report, null, 2))
   console.log(`\n| status | count |\n|---|---:|\n${Object.entries(byStatus).map(([s, n]) => `| ${s} | ${n} |`).join('\n')}`)
-  console.log(`\nrefusals: ${refused.length}, ${withRetryHint} with retry-after-ms, p50 ${report.refusals.p50Ms?.toFixed(0)} ms, p99 ${report.refusals.p99Ms?.toFixed(0)} ms; 200 p99 ${report.okP99Ms?.toFixed(0)} ms; dropped by the client's in-flight bound: ${run.dropped}`)
+  console.log(`\nrefusals: ${refused.length}, ${withRetryHint} with retry-after-ms, p50 ${report.refusals.p50Ms?.toFixed(0)} ms, p99 ${report.refusals.p99Ms?.toFixed(0)} ms (inside the edge's code: p50 ${report.refusals.atEdgeP50Ms?.toFixed(0)} ms, p99 ${report.refusals.atEdgeP99Ms?.toFixed(0)} ms); 200 p99 ${report.okP99Ms?.toFixed(0)} ms; dropped by the client's in-flight bound: ${run.dropped}`)
   console.log(`edge log, 5xx by outcome: ${JSON.stringify(edgeRefusals)}; client errors: ${JSON.stringify(clientErrors)}`)
+  if (otherLines.length > 0) console.log(`edge log, other 5xx lines: ${otherLines.join(' | ')}`)
+  console.log(`prefix cache at the end (MiB held / budget): ${Object.entries(prefixCache).map(([n, c]) => `${n} ${c.bytesMiB}/${c.capacityMiB}`).join(', ')}`)
+  console.log(`edge processes at the end (MiB): ${edgeProcesses.map((p) => `${p.name} ${p.mib}`).join(', ')}`)
   console.log(`afterwards: ${idle.map(([n, s]) => `${n} ${s}`).join(', ')}`)
-  console.log(`\n| t (s) | edge RSS (MiB) | ${stack.regions.map((r) => `${r.name} RSS`).join(' | ')} |\n|---:|---:|${stack.regions.map(() => '---:').join('|')}|`)
-  for (const s of rssSamples) console.log(`| ${s.atS} | ${s.edgeMiB} | ${stack.regions.map((r) => s.nodesMiB[r.name]).join(' | ')} |`)
+  console.log(`\n| t (s) | edge RSS (MiB) | ${stack.regions.map((r) => `${r.name} RSS`).join(' | ')} | edge processes (MiB) |\n|---:|---:|${stack.regions.map(() => '---:').join('|')}|---|`)
+  for (const s of rssSamples) console.log(`| ${s.atS} | ${s.edgeMiB} | ${stack.regions.map((r) => s.nodesMiB[r.name]).join(' | ')} | ${s.edgeProcessesMiB} |`)
   console.log(`\nwritten: ${file}`)
 } finally {
   await dispatcher.close()

@@ -143,14 +143,33 @@ export interface EdgeProc {
   stop(): Promise<void>
 }
 
+/** How a proxy under test is started: pinned, under a wrapper (valgrind), with node flags. */
+export interface ProxyProcOptions {
+  cpus?: string
+  nodeArgs?: string[]
+  /** A command the node process runs under (e.g. valgrind and its flags); its pid is the proxy's. */
+  wrap?: string[]
+  /** How long to wait for it to listen (a wrapped process starts slower). */
+  readyTimeoutMs?: number
+  /** A bundle of the entry (bench/lib/bundle.ts) to run instead of the TypeScript through tsx. */
+  bundle?: string
+  /** Modules imported after tsx, before the entry (bench probes written in TypeScript). */
+  preload?: string[]
+}
+
+function spawnProxy(name: string, args: string[], env: Record<string, string>, opts: ProxyProcOptions): Proc {
+  const wrap = opts.wrap ?? []
+  const [command, ...rest] = wrap.length ? [wrap[0]!, ...wrap.slice(1), process.execPath] : [process.execPath]
+  const preload = (opts.preload ?? []).flatMap((m) => ['--import', m])
+  const script = opts.bundle ? [opts.bundle, ...args.slice(1)] : [...TSX, ...preload, ...args]
+  return spawnProc(name, command!, [...rest, ...(opts.nodeArgs ?? []), ...script], { env, ...(opts.cpus ? { cpus: opts.cpus } : {}) })
+}
+
 /** The Node edge (edge/src/entries/node.ts) with the given edge environment. */
-export async function startNodeEdge(env: Record<string, string>, opts: { cpus?: string; nodeArgs?: string[] } = {}): Promise<EdgeProc> {
+export async function startNodeEdge(env: Record<string, string>, opts: ProxyProcOptions = {}): Promise<EdgeProc> {
   const port = await freePort()
-  const proc = spawnProc('node-edge', process.execPath, [...(opts.nodeArgs ?? []), ...TSX, 'edge/src/entries/node.ts'], {
-    env: { ...env, HOST: '127.0.0.1', PORT: String(port) },
-    ...(opts.cpus ? { cpus: opts.cpus } : {}),
-  })
-  await proc.waitFor((_l, j) => j?.msg === 'edge listening', 60_000).catch(async (e) => {
+  const proc = spawnProxy('node-edge', ['edge/src/entries/node.ts'], { ...env, HOST: '127.0.0.1', PORT: String(port) }, opts)
+  await proc.waitFor((_l, j) => j?.msg === 'edge listening', opts.readyTimeoutMs ?? 60_000).catch(async (e) => {
     await proc.stop()
     throw e
   })
@@ -214,9 +233,9 @@ export async function startInstantUpstream(opts: { cpus?: string } = {}): Promis
 }
 
 /** The bench-only bare Hono passthrough (probe/bare-hono-passthrough.ts) in front of `upstreamUrl`. */
-export async function startBarePassthrough(upstreamUrl: string, opts: { cpus?: string } = {}): Promise<EdgeProc> {
-  const proc = spawnProc('bare-hono-passthrough', process.execPath, [...TSX, 'bench/probe/bare-hono-passthrough.ts'], { env: { UPSTREAM_URL: upstreamUrl, PORT: '0' }, ...(opts.cpus ? { cpus: opts.cpus } : {}) })
-  const ready = await proc.waitFor((_l, j) => j?.msg === 'ready', 60_000).catch(async (e) => {
+export async function startBarePassthrough(upstreamUrl: string, opts: ProxyProcOptions = {}): Promise<EdgeProc> {
+  const proc = spawnProxy('bare-hono-passthrough', ['bench/probe/bare-hono-passthrough.ts'], { UPSTREAM_URL: upstreamUrl, PORT: '0' }, opts)
+  const ready = await proc.waitFor((_l, j) => j?.msg === 'ready', opts.readyTimeoutMs ?? 60_000).catch(async (e) => {
     await proc.stop()
     throw e
   })

@@ -13,7 +13,9 @@
  * - Concurrency 64: per round, each edge (order rotated) gets a closed loop of 64 clients for a
  *   fixed number of short streams; `wrangler_over_node_p99_c64` = p99 TTFB through the default
  *   Workers edge ÷ p99 TTFB through the Node edge, same requests, median over rounds. Plain
- *   `wrangler dev` and the bare Worker under the default set-up run the same loop (raw only).
+ *   `wrangler dev` and the bare Worker under the default set-up run the same loop;
+ *   `wrangler_over_bare_worker_p99_c64` = ours ÷ the bare Worker's, same set-up: the share of the
+ *   Workers edge's p99 that is our Worker's rather than the local runtime's.
  *
  * The caller (edge.ts) passes the node and the two edges it already runs; this file starts the
  * control set-ups and stops them.
@@ -147,6 +149,8 @@ export async function runEdgeStreams(i: EdgeStreamsInput): Promise<EdgeStreamsRe
     const c64: Partial<Record<Target, Array<{ ttfb_p50_ms: number; ttfb_p99_ms: number; ok: number; errors: number; wall_s: number }>>> = {}
     const ratios: number[] = []
     const miniflareRatios: number[] = []
+    // Ours ÷ a Worker that only proxies, under the same set-up: what our Worker adds to the runtime's own p99.
+    const overBare: number[] = []
     for (let r = 0; r < c64Rounds; r++) {
       const p99: Partial<Record<Target, number>> = {}
       for (const t of rotate(c64Targets, r)) {
@@ -160,6 +164,7 @@ export async function runEdgeStreams(i: EdgeStreamsInput): Promise<EdgeStreamsRe
       }
       if (p99.wrangler !== undefined && p99['node-edge']) ratios.push(p99.wrangler / p99['node-edge'])
       if (p99.miniflare !== undefined && p99['node-edge']) miniflareRatios.push(p99.miniflare / p99['node-edge'])
+      if (p99.wrangler !== undefined && p99['bare-wrangler']) overBare.push(p99.wrangler / p99['bare-wrangler'])
       ctx.log(`c64 round ${r + 1}/${c64Rounds}: TTFB p99 ${c64Targets.map((t) => `${t} ${p99[t]?.toFixed(0)} ms`).join(', ')}`)
     }
     for (const [t, rows] of Object.entries(c64)) {
@@ -182,6 +187,7 @@ export async function runEdgeStreams(i: EdgeStreamsInput): Promise<EdgeStreamsRe
         node_stream_gap_p50_ms_c8: med('node-edge', (x) => x.gap_p50_ms),
         wrangler_stream_gap_max_over_node_c8: wranglerMax !== null && nodeMax ? round(wranglerMax / nodeMax) : null,
         wrangler_over_node_p99_c64: ratios.length ? round(median(ratios)) : null,
+        wrangler_over_bare_worker_p99_c64: overBare.length ? round(median(overBare)) : null,
       },
       raw: {
         method: `${STREAMS} concurrent ${STREAM_TOKENS}-token streams (ignore_eos) per target per round, ${streamRounds} rounds; c64: closed loop of 64 clients, ${c64Requests} ${C64_TOKENS}-token streams per target per round, ${c64Rounds} rounds`,
@@ -203,6 +209,7 @@ export async function runEdgeStreams(i: EdgeStreamsInput): Promise<EdgeStreamsRe
           const m = med('miniflare', (x) => x.gap_max_ms)
           return m !== null && nodeMax ? round(m / nodeMax) : null
         })(),
+        wrangler_over_bare_worker_p99_c64_per_round: overBare.map((x) => round(x)),
       },
       notes,
     }

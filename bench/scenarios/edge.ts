@@ -35,6 +35,8 @@ import { closedLoop } from '../load/generators.ts'
 import { hasTaskset, pinPid, pinSelf } from '../lib/procs.ts'
 import { chatPromptOfLength } from '../lib/prompts.ts'
 import type { BenchContext, SectionResult } from '../lib/report-types.ts'
+import { ensureSystemPackages, NGINX_LIGHT, REDIS_SERVER, VALGRIND } from '../lib/system-packages.ts'
+import { runFairEdge } from './edge-fair.ts'
 import { startBarePassthrough, startGpuNode, startInstantUpstream, startNodeEdge, startUpstashProcs, startWranglerDev, type EdgeProc, type GpuNode, type LocalUpstashProcs } from '../lib/services.ts'
 import { median, percentile, round, summarize } from '../lib/stats.ts'
 import { runEdgeStreams } from './edge-streams.ts'
@@ -67,6 +69,9 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
   const others = pinned ? '1' : undefined
   const started: Array<{ stop(): Promise<void> }> = []
   const agent = benchAgent()
+  // redis-server for the limiter; nginx-light and valgrind for the fair method (edge-fair.ts skips what is missing, with a note).
+  const missing = ensureSystemPackages([REDIS_SERVER, NGINX_LIGHT, VALGRIND], (l) => ctx.log(l))
+  if (missing.length) notes.push(`missing system packages: ${missing.join(', ')} (apt-get install -y ${missing.join(' ')})`)
   try {
     ctx.log('starting redis-server + Upstash bridge, a GPU node, the instant upstream, the Node edge and two bare Hono passthroughs (core 0), and wrangler dev')
     const upstash: LocalUpstashProcs = await startUpstashProcs(others ? { cpus: others } : {})
@@ -247,6 +252,11 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
       unpin()
       await rpsAgent.close()
     }
+    // The fair method (issue 18): each proxy alone on core 0, instruction counts, stage profile.
+    const fair = await runFairEdge(ctx, { edgeEnv, instantUrl: instant.url, model: INSTANT_MODEL, apiKey: API_KEY })
+    raw.fair = fair.raw
+    notes.push(...fair.notes)
+
     for (const [phase, recs] of [['concurrency 1', c1], ['concurrency 64', c64]] as const) {
       for (const t of targets) {
         const failed = recs[t].filter((x) => x.error || x.status !== 200)
@@ -283,6 +293,7 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
         wrangler_added_ttfb_ms_p50_c1: origins.wrangler ? round(median(c1Added.wrangler)) : null,
         ...(origins.wrangler ? { wrangler_added_ttfb_ms_p99_c64: round(median(c64Added.wrangler)) } : {}),
         ...streams.figures,
+        ...fair.figures,
       },
       raw,
       notes,

@@ -48,7 +48,7 @@ export async function runPrefix(ctx: BenchContext, opts: { modelDir?: string } =
 
     const cachedShare = (runs: RequestRecord[][]) => runs.flatMap((turns) => turns.slice(1)).reduce((n, r) => n + (r.cachedTokens ?? 0), 0)
     await Promise.all([on.stop(), off.stop()])
-    const zero = await measureZeroHit(ctx, modelDir, ctx.quick ? 2 : 6)
+    const zero = await measureZeroHit(ctx, modelDir, ctx.quick ? 1 : 4)
     const routing = await measureAffinity(ctx, modelDir, shape)
     return {
       figures: { warm_turn_ttft_speedup: round(speedup, 2), zero_hit_throughput_ratio: round(zero.ratio, 3), ...routing.figures },

@@ -1,6 +1,6 @@
 /**
  * WAN section (issue 18 item 5): what a request served one region away costs beyond its round
- * trip. Three regions over bench/lib/wan-relay.ts (this kernel has no netem): the Node edge and a
+ * trip. Three regions over infra/local/wan-relay.ts (this kernel has no netem): the Node edge and a
  * GPU node in us-east, a GPU node in eu-west (RTT 70 ms from the edge) and one in ap-south
  * (190 ms). The edge's GPU_NODES name each node by its relay's URL, and the local node sits behind
  * a relay too (RTT 0), so every path has the same hops.
@@ -37,7 +37,7 @@ import { buildBody, DIALECT_PATH, type BenchDialect } from '../load/dialects.ts'
 import type { BenchContext, SectionResult } from '../lib/report-types.ts'
 import { startGpuNode, startNodeEdge, startUpstashProcs, startWranglerDev, type EdgeProc, type GpuNode } from '../lib/services.ts'
 import { median, percentile, round, summarize } from '../lib/stats.ts'
-import { startWanRelay, type WanRelay } from '../lib/wan-relay.ts'
+import { startWanRelay, type WanRelay } from '../../infra/local/wan-relay.ts'
 
 const API_KEY = 'zl-wankey' + '0'.repeat(32 - 'wankey'.length)
 const MAX_TOKENS = 8
@@ -214,7 +214,7 @@ export async function runWan(ctx: BenchContext, opts: { modelDir?: string } = {}
     // The edge, the direct agent and the fresh edge each hold one connection per node (3 per relay
     // when all reused theirs); wrangler dev's HTTP/1.1 connections come on top.
     raw.relay_connections = Object.fromEntries(WAN_REGIONS.map((r, i) => [r.id, relays[i]!.stats().connections]))
-    notes.push('wan: RTTs are simulated by a userspace TCP relay (bench/lib/wan-relay.ts; no netem on this kernel): handshake and per-direction delay are modelled, TCP ACK timing (Nagle, delayed ACK, slow start) is not')
+    notes.push('wan: RTTs are simulated by a userspace TCP relay (infra/local/wan-relay.ts; no netem on this kernel): handshake and per-direction delay are modelled, TCP ACK timing (Nagle, delayed ACK, slow start) is not')
 
     return {
       figures: {

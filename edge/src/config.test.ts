@@ -19,6 +19,7 @@ describe('parseEdgeConfig', () => {
       devMode: false,
       edgeRegion: 'local',
       affinity: { enabled: true, balanceFactor: 1.25, ttlMs: 15 * 60_000 },
+      latencyBatchMaxSamples: 2000,
     })
     expect(c.adminToken).toBeUndefined()
   })
@@ -30,8 +31,8 @@ describe('parseEdgeConfig', () => {
   })
 
   it('reads flags, numbers and empty strings the way env files write them', () => {
-    const c = parseEdgeConfig({ ...REQUIRED, DEV_MODE: '1', RATE_LIMIT_FAILURE_MODE: 'closed', RATE_LIMIT_TIMEOUT_MS: '150', MAX_BODY_BYTES: '', EDGE_LAT: '53.3' })
-    expect(c).toMatchObject({ devMode: true, rateLimitFailureMode: 'closed', rateLimitTimeoutMs: 150, maxBodyBytes: 1024 * 1024, edgeLat: 53.3 })
+    const c = parseEdgeConfig({ ...REQUIRED, DEV_MODE: '1', RATE_LIMIT_FAILURE_MODE: 'closed', RATE_LIMIT_TIMEOUT_MS: '150', MAX_BODY_BYTES: '', EDGE_LAT: '53.3', LATENCY_BATCH_MAX_SAMPLES: '8' })
+    expect(c).toMatchObject({ devMode: true, rateLimitFailureMode: 'closed', rateLimitTimeoutMs: 150, maxBodyBytes: 1024 * 1024, edgeLat: 53.3, latencyBatchMaxSamples: 8 })
     expect(parseEdgeConfig({ ...REQUIRED, DEV_MODE: 'false' }).devMode).toBe(false)
   })
 

@@ -59,6 +59,10 @@ const EnvSchema = z.object({
   EDGE_LAT: lat.default(0),
   EDGE_LON: lon.default(0),
   UPSTREAM_CONNECT_TIMEOUT_MS: int(1, 600_000).default(2000),
+  /** A streaming node silent this long mid-stream is treated as dead and the stream resumed (proxy/forward.ts). */
+  STREAM_STALL_MS: int(1, 600_000).default(15_000),
+  /** Continuations per stream after its node fails (DESIGN.md §4 Resume); 0 turns resume off. */
+  MAX_RESUMES: int(0, 10).default(2),
   /** How long a node may take to answer a non-streaming request; also sets x-zl-deadline-ms. */
   REQUEST_TIMEOUT_MS: int(1).default(300_000),
   /** Cache-affine routing (edge/README.md): `off` routes as before, for comparisons. */
@@ -67,6 +71,8 @@ const EnvSchema = z.object({
   AFFINITY_BALANCE_FACTOR: z.coerce.number().min(1).max(10).default(1.25),
   /** How long `zl:aff:<hash>` remembers where a conversation was served (Redis TTL). */
   AFFINITY_TTL_MS: int(1000, 24 * 3_600_000).default(15 * 60_000),
+  /** Latency samples per Redis batch: a fuller batch is written before its second is up (batching-recorder.ts). */
+  LATENCY_BATCH_MAX_SAMPLES: int(1, 100_000).default(2000),
   DEV_MODE: flag,
   /** One JSON log line per request (default on); tests turn it off to keep their output readable. */
   REQUEST_LOG: flagOn,
@@ -93,10 +99,14 @@ export interface EdgeConfig {
   edgeLon: number
   /** Until the node's response headers, for streaming requests (a streaming node answers at once). */
   upstreamConnectTimeoutMs: number
+  streamStallMs: number
+  maxResumes: number
   /** Until the node's response headers for non-streaming requests, and the deadline sent to the node. */
   requestTimeoutMs: number
   /** Cache-affine routing (routing/affinity-route.ts). */
   affinity: AffinityConfig
+  /** LATENCY_BATCH_MAX_SAMPLES. */
+  latencyBatchMaxSamples: number
   /** Local development only: honours `x-zl-client-geo`. Never set in production configs. */
   devMode: boolean
   /** Write the per-request JSON log line (latency/observe-request.ts). */
@@ -131,8 +141,11 @@ export function parseEdgeConfig(env: Record<string, unknown>): EdgeConfig {
     edgeLat: e.EDGE_LAT,
     edgeLon: e.EDGE_LON,
     upstreamConnectTimeoutMs: e.UPSTREAM_CONNECT_TIMEOUT_MS,
+    streamStallMs: e.STREAM_STALL_MS,
+    maxResumes: e.MAX_RESUMES,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     affinity: { enabled: ['on', '1', 'true'].includes(e.AFFINITY), balanceFactor: e.AFFINITY_BALANCE_FACTOR, ttlMs: e.AFFINITY_TTL_MS },
+    latencyBatchMaxSamples: e.LATENCY_BATCH_MAX_SAMPLES,
     devMode: e.DEV_MODE,
     requestLog: e.REQUEST_LOG,
   }

@@ -41,6 +41,13 @@ const EnvSchema = z.object({
   UPSTASH_REDIS_REST_TOKEN: optionalString,
   MAX_BATCH: int(1, 4096).default(32),
   MAX_QUEUE: int(0).default(256),
+  /**
+   * Refuse (503, retry-after-ms) when a new request's estimated wait for its first token exceeds
+   * this; 0 (the default, as vLLM queues): only MAX_QUEUE bounds the queue. Off by default because
+   * the right bound depends on the hardware: on CPU the small model's 16 concurrent 512-token
+   * prompts wait 12 s (bench prefix), where a GPU answers in well under one.
+   */
+  MAX_QUEUE_WAIT_MS: int(0).default(0),
   KV_BUDGET_MB: int(1).default(512),
   PREFILL_CHUNK: int(1).default(128),
   /** The automatic prefix cache's own budget (0 turns it off), beside KV_BUDGET_MB. */
@@ -126,7 +133,7 @@ export function parseNodeConfig(env: Record<string, string | undefined>): NodeCo
     edgeSharedSecret: e.EDGE_SHARED_SECRET,
     allowUnsigned: e.ALLOW_UNSIGNED,
     upstash: e.UPSTASH_REDIS_REST_URL && e.UPSTASH_REDIS_REST_TOKEN ? { url: e.UPSTASH_REDIS_REST_URL, token: e.UPSTASH_REDIS_REST_TOKEN } : undefined,
-    limits: { maxBatch: e.MAX_BATCH, maxQueue: e.MAX_QUEUE, kvBudgetBytes: e.KV_BUDGET_MB * 1024 * 1024, prefillChunkTokens: e.PREFILL_CHUNK, prefixCacheBytes: e.PREFIX_CACHE_MB * 1024 * 1024, prefixBlockTokens: e.PREFIX_BLOCK_TOKENS },
+    limits: { maxBatch: e.MAX_BATCH, maxQueue: e.MAX_QUEUE, kvBudgetBytes: e.KV_BUDGET_MB * 1024 * 1024, prefillChunkTokens: e.PREFILL_CHUNK, prefixCacheBytes: e.PREFIX_CACHE_MB * 1024 * 1024, prefixBlockTokens: e.PREFIX_BLOCK_TOKENS, maxQueueWaitMs: e.MAX_QUEUE_WAIT_MS },
     executionProvider: e.EXECUTION_PROVIDER,
     intraOpThreads: e.INTRA_OP_THREADS,
     slotKvEdit: e.SLOT_KV_EDIT,

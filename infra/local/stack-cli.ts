@@ -1,5 +1,5 @@
 /**
- * `npm start [-- --regions N] [--nodes-per-region N] [--edge wrangler|miniflare|wrangler-inspector|node] [--model DIR]`: the whole local stack in the
+ * `npm start [-- --regions N] [--nodes-per-region N] [--edge wrangler|miniflare|wrangler-inspector|node] [--model DIR] [--wan] [--rtt A:B=MS,…]`: the whole local stack in the
  * foreground. Ctrl-C stops everything; a critical service dying stops everything with the reason.
  */
 import { LOCAL, stackNodes, type StackOptions } from './stack-config.ts'
@@ -9,12 +9,17 @@ import { EDGE_DESCRIPTION, startStack, type RunningStack } from './stack.ts'
 function banner(opts: StackOptions, stack: RunningStack): string {
   const model = opts.modelDir.replace(/\/+$/, '').split('/').pop()
   const url = stack.edgeUrl
-  const nodes = stackNodes(opts).map((n) => `${n.id} http://${LOCAL.host}:${n.port}`).join('\n              ')
+  const links = new Map(stack.wan.links.map((l) => [l.nodeId, l]))
+  const nodes = stackNodes(opts)
+    .map((n) => `${n.id} http://${LOCAL.host}:${n.port}${links.has(n.id) ? `   (the edge reaches it via ${links.get(n.id)!.relay.url}, RTT ${links.get(n.id)!.rttMs} ms)` : ''}`)
+    .join('\n              ')
+  const wan = stack.wan.describe()
   return `
 zerolayer local stack is up
   edge        ${url}   (${EDGE_DESCRIPTION[opts.edge]})
 ${opts.edge === 'node' ? '' : '              at 64 concurrent streams its TTFB p99 is 2-3x the Node edge\'s (`--edge node`): edge/README.md\n'}  dashboard   ${url}/dashboard
   nodes       ${nodes}
+  WAN         ${wan.length > 0 ? wan.join('\n              ') : 'off: every node direct (--wan for real RTTs between regions)'}
   dev API key ${opts.devApiKey}   (tenant "dev")
   admin token ${opts.adminToken}
   logs        .stack/logs/

@@ -50,6 +50,12 @@ describe('parseStackFlags', () => {
     expect(() => parseStackFlags(['--nodes-per-region', '9'], {})).toThrow('--nodes-per-region')
   })
 
+  it('runs the GPU nodes at nice 10 unless --node-nice says otherwise (0: off)', () => {
+    expect(parseStackFlags([], {}).nodeNice).toBe(10)
+    expect(parseStackFlags(['--node-nice', '0'], {}).nodeNice).toBe(0)
+    expect(() => parseStackFlags(['--node-nice', '20'], {})).toThrow('--node-nice')
+  })
+
   it("defaults to the Workers edge without DevTools (plain wrangler dev stalls streams); --edge wrangler-inspector is plain wrangler dev", () => {
     expect(parseStackFlags([], {}).edge).toBe('wrangler')
     expect(parseStackFlags(['--edge', 'wrangler-inspector'], {}).edge).toBe('wrangler-inspector')

@@ -72,6 +72,29 @@ export interface StackOptions {
   edgeVars?: Record<string, string>
   /** Extra GPU node variables (MAX_BATCH, MAX_QUEUE, …), for every node. */
   nodeVars?: Record<string, string>
+  /** WAN delays between the edge and other regions' nodes (stack-wan.ts); undefined: all direct. */
+  wan?: WanOptions
+  /**
+   * The GPU nodes' nice(1) increment (0 or absent: none). In production the edge, Redis and the
+   * nodes are separate machines; here they share a few cores, and under overload the nodes'
+   * ONNX Runtime threads starved the simulated edge: measured on 2 cores, 3× overload through the
+   * wrangler dev edge, refusals waited 26.8 s (p50) at the client for 1 s inside the edge's code,
+   * and 761 of 4800 requests timed out at 30 s; at nice 10, refusals took 34 ms (p50), none timed out.
+   */
+  nodeNice?: number
+  /** Node id → the URL the edge reaches it at, where not its own port: set by startStack from the WAN relays. */
+  nodeUrls?: Record<string, string>
+}
+
+/** `npm start --wan` / `--rtt` (stack-wan.ts parses them and starts the relays). */
+export interface WanOptions {
+  /** Round trip per region pair, ms, keyed by stack-wan.ts `pairKey` (both orders mean the same link). */
+  rttMs: Record<string, number>
+}
+
+/** Where the edge reaches a node: its own port, unless a WAN relay stands in front of it (stack-wan.ts). */
+export function nodeUrl(opts: Pick<StackOptions, 'nodeUrls'>, node: StackNode): string {
+  return opts.nodeUrls?.[node.id] ?? `http://${LOCAL.host}:${node.port}`
 }
 
 export interface PortPlan {
@@ -140,7 +163,7 @@ export function bridgeUrl(opts: StackOptions): string {
 /** The edge's environment (wrangler vars or the Node entry's env) for this stack. */
 export function edgeEnv(opts: StackOptions): Record<string, string> {
   const modelId = opts.modelDir.replace(/\/+$/, '').split('/').pop() ?? 'tiny'
-  const nodes = stackNodes(opts).map((n) => ({ id: n.id, url: `http://${LOCAL.host}:${n.port}`, region: n.region.name, lat: n.region.lat, lon: n.region.lon, models: [modelId] }))
+  const nodes = stackNodes(opts).map((n) => ({ id: n.id, url: nodeUrl(opts, n), region: n.region.name, lat: n.region.lat, lon: n.region.lon, models: [modelId] }))
   return {
     UPSTASH_REDIS_REST_URL: bridgeUrl(opts),
     UPSTASH_REDIS_REST_TOKEN: LOCAL.upstashToken,
@@ -168,7 +191,8 @@ export function nodeEnv(opts: StackOptions, node: StackNode): Record<string, str
     REGION: r.name,
     REGION_LAT: String(r.lat),
     REGION_LON: String(r.lon),
-    PUBLIC_URL: `http://${LOCAL.host}:${node.port}`,
+    // What its heartbeat tells the edge: across a WAN, the relay in front of it.
+    PUBLIC_URL: nodeUrl(opts, node),
     EDGE_SHARED_SECRET: LOCAL.edgeSharedSecret,
     UPSTASH_REDIS_REST_URL: bridgeUrl(opts),
     UPSTASH_REDIS_REST_TOKEN: LOCAL.upstashToken,

@@ -2,17 +2,18 @@
  * `npm start`: redis-server → Upstash bridge → GPU nodes (one per region, or `nodesPerRegion`) → edge, each a child
  * process under the Supervisor, started in that order, each waited on until it answers.
  */
-import { execFileSync } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import { join } from 'node:path'
 import { Redis } from '@upstash/redis'
 import { seedKey } from '../keys/key-admin.ts'
 import { ensureGeneratedModel } from '../../gpu-node/tools/generate-model/ensure-model.ts'
+import { ensureDebianTools } from './debian-packages.ts'
 import { RespConnection } from './redis-client.ts'
 import { findRedisServer } from './redis-process.ts'
 import { bridgeUrl, edgeEnv, LOCAL, nodeEnv, portPlan, stackNodes, type EdgeKind, type PortPlan, type StackNode, type StackOptions } from './stack-config.ts'
 import { Supervisor, type ServiceSpec, type SupervisorEvents } from './supervisor.ts'
+import { startWanLinks, type WanLinks } from './stack-wan.ts'
 
 const STATE_DIR = '.stack'
 const TSX = ['--import', 'tsx']
@@ -28,6 +29,10 @@ export interface RunningStack {
   nodeService(region: string): string
   /** Every GPU node's service name (`gpu-node-<region>`, `gpu-node-<region>-2`, …). */
   nodeServices: string[]
+  /** The WAN relays between the edge and other regions' nodes (none without `opts.wan`). */
+  wan: WanLinks
+  /** The options the stack runs with: the caller's, plus the node URLs the WAN relays put in front. */
+  opts: StackOptions
   stop(): Promise<void>
 }
 
@@ -39,8 +44,12 @@ export async function startStack(opts: StackOptions, events: SupervisorEvents): 
   await assertPortsFree([ports.redis, ports.bridge, ...nodes.map((n) => n.port), ports.edge])
   if (await ensureGeneratedModel(opts.modelDir)) events.status(`generated ${opts.modelDir}`)
 
+  const wan = await startWanLinks(opts.wan, nodes, LOCAL.host)
+  for (const line of wan.describe()) events.status(`WAN: ${line}`)
+  // From here on the nodes publish, and the edge dials, the relays' URLs.
+  opts = { ...opts, nodeUrls: Object.fromEntries(wan.links.map((l) => [l.nodeId, l.relay.url])) }
   const supervisor = new Supervisor(join(stateDir, 'logs'), events)
-  const stop = () => supervisor.stopAll()
+  const stop = () => supervisor.stopAll().finally(() => wan.close())
   try {
     events.status(`starting redis-server on ${LOCAL.host}:${ports.redis}`)
     await supervisor.start(redisSpec(redisBin, ports.redis, stateDir))
@@ -57,7 +66,7 @@ export async function startStack(opts: StackOptions, events: SupervisorEvents): 
     await stop()
     throw e
   }
-  return { supervisor, edgeUrl: `http://${LOCAL.host}:${ports.edge}`, ports, nodeService: nodeServiceName, nodeServices: nodes.map((n) => n.service), stop }
+  return { supervisor, edgeUrl: `http://${LOCAL.host}:${ports.edge}`, ports, nodeService: nodeServiceName, nodeServices: nodes.map((n) => n.service), wan, opts, stop }
 }
 
 function nodeServiceName(region: string): string {
@@ -100,6 +109,7 @@ function nodeSpec(opts: StackOptions, n: StackNode): ServiceSpec {
     env: { ...nodeEnv(opts, n), ...NODE_MALLOC_ENV },
     ready: () => httpAnswers(`http://${LOCAL.host}:${n.port}/readyz`),
     critical: false,
+    ...(opts.nodeNice ? { nice: opts.nodeNice } : {}),
   }
 }
 
@@ -157,14 +167,7 @@ function nodeEdgeSpec(opts: StackOptions): ServiceSpec {
 
 /** redis-server from Debian: installed when missing and running as root, else a clear instruction. */
 function ensureRedisInstalled(events: SupervisorEvents): string {
-  try {
-    return findRedisServer()
-  } catch (e) {
-    if (process.getuid?.() !== 0) throw new Error(`${(e as Error).message} (as root, or with sudo)`)
-    events.status('redis-server is missing: apt-get install -y redis-server')
-    execFileSync('sh', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server'], { stdio: 'inherit' })
-    return findRedisServer()
-  }
+  return ensureDebianTools([{ package: 'redis-server', find: () => findRedisServer() }], events.status)[0]!
 }
 
 async function assertPortsFree(ports: number[]): Promise<void> {

@@ -1,5 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { getPriority, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { freePort } from './redis-process.ts'
@@ -45,6 +45,15 @@ describe('Supervisor', () => {
     const port = await freePort()
     await sup.start(httpService('web', port, true))
     expect((await fetch(`http://127.0.0.1:${port}/`)).status).toBe(200)
+  })
+
+  it('starts a service at a lower CPU priority when asked, as the process it watches (its pid is the service\'s)', async () => {
+    const { sup } = supervisor()
+    const port = await freePort()
+    await sup.start({ ...httpService('niced', port, false), nice: 7 })
+    const pid = sup.pid('niced')!
+    expect(getPriority(pid)).toBe(getPriority() + 7)
+    expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0]).toBe(process.execPath)
   })
 
   it('restarts a non-critical service that dies (a region outage), after a back-off', async () => {

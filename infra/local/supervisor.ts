@@ -18,6 +18,8 @@ export interface ServiceSpec {
   readyTimeoutMs?: number
   /** Critical services stop the stack when they die; others are restarted. */
   critical: boolean
+  /** Lower CPU priority (nice(1) increment, inherited by every thread the process starts). */
+  nice?: number
 }
 
 export interface SupervisorEvents {
@@ -54,7 +56,9 @@ export class Supervisor {
   /** Starts a service and resolves once it is ready; rejects if it exits or times out first. */
   async start(spec: ServiceSpec, restarts = 0): Promise<void> {
     const log = createWriteStream(this.logFile(spec.name), { flags: restarts ? 'a' : 'w' })
-    const child = spawn(spec.command, spec.args, { env: { ...process.env, ...spec.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: false })
+    // nice(1) execs the command: the child's pid stays the service's own (signals reach it).
+    const [command, args] = spec.nice ? ['nice', ['-n', String(spec.nice), spec.command, ...spec.args]] : [spec.command, spec.args]
+    const child = spawn(command, args, { env: { ...process.env, ...spec.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: false })
     child.stdout!.pipe(log, { end: false })
     child.stderr!.pipe(log, { end: false })
     let exitReason: string | undefined
@@ -77,7 +81,18 @@ export class Supervisor {
       child.kill('SIGKILL')
       throw new Error(`${spec.name}: ${(e as Error).message}${this.tail(spec.name)}`)
     }
-    void exited.then(() => this.onExit(entry, exitReason ?? 'exited', log))
+    // On exit the log is closed, but the pipes may outlive the process: a child it started
+    // (wrangler's workerd) can hold them and keep writing, and a write into the ended log was an
+    // uncaught ERR_STREAM_WRITE_AFTER_END that took the whole stack down at its stop. So the
+    // pipes are detached first, and what still comes is read and dropped.
+    const closeLog = () => {
+      for (const out of [child.stdout!, child.stderr!]) {
+        out.unpipe(log)
+        out.resume()
+      }
+      log.end()
+    }
+    void exited.then(() => this.onExit(entry, exitReason ?? 'exited', closeLog))
   }
 
   /** Stops every service, last started first: SIGTERM, then SIGKILL after `graceMs`. */
@@ -109,8 +124,8 @@ export class Supervisor {
     throw new Error(`not ready after ${spec.readyTimeoutMs ?? 60_000} ms`)
   }
 
-  private onExit(entry: Running, reason: string, log: WriteStream): void {
-    log.end()
+  private onExit(entry: Running, reason: string, closeLog: () => void): void {
+    closeLog()
     if (this.stopping || this.running.get(entry.spec.name) !== entry) return
     this.running.delete(entry.spec.name)
     if (entry.spec.critical) {

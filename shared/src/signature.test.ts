@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest'
+import { encodeTokens, resumeSignedExtra } from './resume-wire.ts'
 import { signRequest, verifySignature } from './signature.ts'
 
 const now = 1_700_000_000_000
@@ -24,6 +25,19 @@ describe('request signatures', () => {
     expect(await verifySignature({ ...req, header, path: '/v1/messages' })).toEqual(mismatch)
     expect(await verifySignature({ ...req, header, method: 'PUT' })).toEqual(mismatch)
     expect(await verifySignature({ ...req, header, requestId: 'req-2' })).toEqual(mismatch)
+  })
+
+  it('signs resume headers when present (extra) and leaves an ordinary signature unchanged', async () => {
+    const plain = await signRequest(req)
+    expect(await signRequest({ ...req, extra: '' })).toBe(plain)
+    const extra = resumeSignedExtra((n) => ({ 'x-zl-resume': encodeTokens([1, 300, 70000]), 'x-zl-seed': '7' })[n])
+    const header = await signRequest({ ...req, extra })
+    expect(header).not.toBe(plain)
+    expect(await verifySignature({ ...req, extra, header })).toEqual({ ok: true })
+    // A captured request replayed with another prefix (or none) fails.
+    const other = resumeSignedExtra((n) => ({ 'x-zl-resume': encodeTokens([1, 300]), 'x-zl-seed': '7' })[n])
+    expect(await verifySignature({ ...req, extra: other, header })).toEqual({ ok: false, reason: 'mismatch' })
+    expect(await verifySignature({ ...req, header })).toEqual({ ok: false, reason: 'mismatch' })
   })
 
   it('rejects a signature older or newer than the tolerance as expired', async () => {

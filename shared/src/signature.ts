@@ -14,6 +14,8 @@ export interface SignInput {
   requestId: string
   body: Uint8Array
   nowMs: number
+  /** Further signed text (resume-wire.ts resumeSignedExtra); '' or absent: the plain §4 string. */
+  extra?: string
 }
 
 export interface VerifyInput extends SignInput {
@@ -62,7 +64,9 @@ function parseHeader(header: string): { t: number; mac: Uint8Array } | undefined
 
 async function signedBytes(t: number, input: Omit<SignInput, 'secret' | 'nowMs'>, digest: Digest): Promise<Uint8Array> {
   const bodyHash = await digest.sha256Hex(input.body)
-  return encoder.encode(`${t}\n${input.method.toUpperCase()}\n${input.path}\n${input.requestId}\n${bodyHash}`)
+  // An extra part is appended only when present, so ordinary requests sign exactly as before.
+  const extra = input.extra ? `\n${input.extra}` : ''
+  return encoder.encode(`${t}\n${input.method.toUpperCase()}\n${input.path}\n${input.requestId}\n${bodyHash}${extra}`)
 }
 
 const encoder = new TextEncoder()

@@ -1,9 +1,11 @@
 /**
  * Faults in the running local stack (edge under workerd via `wrangler dev`, two GPU nodes on the
  * tiny model, redis-server behind the Upstash bridge, all under the stack's Supervisor):
- * - a GPU node SIGKILLed mid-stream: each of its streams ends with ONE dialect error event within
- *   a second, new requests are served by the other node without a client-visible failure, and the
- *   supervisor brings the node back after its back-off, after which its region's traffic returns;
+ * - a GPU node SIGKILLed mid-stream: each of its streams is resumed on the other node (DESIGN.md §4
+ *   Resume, here on the Workers entry's web-stream path) and completes with no error event, the
+ *   greedy ones with exactly an undisturbed run's text; killed again with nothing in flight, new
+ *   requests are served by the other node without a client-visible failure, and the supervisor
+ *   brings the node back after its back-off, after which its region's traffic returns;
  * - Redis frozen (SIGSTOP) and then killed: the limiter's failure policy decides within
  *   RATE_LIMIT_TIMEOUT_MS: `open` (the stack's workerd edge) keeps serving a cached key, `closed`
  *   (a Node edge started beside it, same nodes and bridge) answers 503 / 529 at once.
@@ -14,9 +16,10 @@ import OpenAI from 'openai'
 import type { ChatCompletionCreateParamsNonStreaming, ChatCompletionCreateParamsStreaming } from 'openai/resources/chat/completions'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createKey } from '../../infra/keys/key-admin.ts'
-import { sseFrames, type SseFrame } from '../node/sse-client.ts'
+import { readAllFrames, sseFrames, type SseFrame } from '../node/sse-client.ts'
 import { anthropicClient, edgePost, openaiClient, serverTiming } from './support/clients.ts'
-import { GEO, pollUntil, startTestStack, waitForStatus, waitIdle, type TestStack } from './support/stack.ts'
+import { GEO, pollUntil, startTestStack, waitIdle, type TestStack } from './support/stack.ts'
+import { judgeStream, type StreamPath } from './support/stream-shape.ts'
 
 /** The limiter's deadline for a Redis answer in this file (both edges). */
 const RATE_LIMIT_TIMEOUT_MS = 250
@@ -72,22 +75,54 @@ function hold(label: string, res: Response): HeldStream {
   return { label, frames, ended }
 }
 
+/** The supervisor's lines about us-east: kills so far, restarts so far. */
+const kills = () => stack.status.filter((l) => l.startsWith('gpu-node-us-east killed by SIGKILL')).length
+const backs = () => stack.status.filter((l) => l.startsWith('gpu-node-us-east is back')).length
+
+/** Polls until a client next to us-east is served by us-east (any mark-down at the edge has lapsed); every answer meanwhile is a 200. */
+async function usEastServesItsClients(): Promise<void> {
+  const res = await pollUntil(
+    async () => {
+      const r = await edgePost(stack.edgeUrl, '/v1/chat/completions', { model: MODEL, messages: user('home?'), max_tokens: 2 }, { apiKey: stack.devApiKey, geo: GEO['us-east'] })
+      await r.arrayBuffer()
+      return { status: r.status, region: r.headers.get('x-zl-region') }
+    },
+    (r) => r.status !== 200 || r.region === 'us-east',
+    'a us-east client to be served by us-east again',
+    20_000,
+    250,
+  )
+  expect(res).toEqual({ status: 200, region: 'us-east' })
+}
+
+/** The edge's count of continuations that took (GET /v1/regions → resumes). */
+async function resumedCount(): Promise<number> {
+  const res = await fetch(`${stack.edgeUrl}/v1/regions`, { headers: { authorization: `Bearer ${stack.adminToken}` } })
+  return ((await res.json()) as { resumes: { resumed: number } }).resumes.resumed
+}
+
 describe('a GPU node killed mid-stream', () => {
   let killedPid: number
   /** Epoch ms of the kill: a heartbeat newer than this comes from the restarted node. */
   let killedAtEpochMs: number
 
-  it('ends each of its streams with one dialect error event within a second; new requests go to the other node', async () => {
+  it('resumes each of its streams on the other node: complete, no error event, greedy texts exact', async () => {
     const geo = GEO['us-east']
+    const GREEDY = { ...LONG, temperature: 0 }
+    const rawRequests: Array<[StreamPath, Record<string, unknown>]> = [
+      ['/v1/chat/completions', { model: MODEL, messages: user('Talk forever'), stream: true, stream_options: { include_usage: true }, ...GREEDY }],
+      ['/v1/completions', { model: MODEL, prompt: 'Talk forever', stream: true, stream_options: { include_usage: true }, ...GREEDY }],
+      ['/v1/messages', { model: MODEL, messages: user('Talk forever'), stream: true, ...GREEDY }],
+    ]
     // The same through the SDKs: the error event must surface as an APIError, not a silent end.
     const openai = openaiClient(stack.edgeUrl, { apiKey: stack.devApiKey, geo })
     const anthropic = anthropicClient(stack.edgeUrl, { apiKey: stack.devApiKey, geo })
     // All five open at once: opened one after another through a cold edge, the first streams'
     // 900 tiny-model tokens (about a second on an idle node) could end before the last began.
     const [chatRes, completionsRes, messagesRes, oStream, aStream] = await Promise.all([
-      edgePost(stack.edgeUrl, '/v1/chat/completions', { model: MODEL, messages: user('Talk forever'), stream: true, ...LONG }, { apiKey: stack.devApiKey, geo }),
-      edgePost(stack.edgeUrl, '/v1/completions', { model: MODEL, prompt: 'Talk forever', stream: true, ...LONG }, { apiKey: stack.devApiKey, geo }),
-      edgePost(stack.edgeUrl, '/v1/messages', { model: MODEL, messages: user('Talk forever'), stream: true, ...LONG }, { apiKey: stack.devApiKey, geo }),
+      edgePost(stack.edgeUrl, rawRequests[0]![0], rawRequests[0]![1], { apiKey: stack.devApiKey, geo }),
+      edgePost(stack.edgeUrl, rawRequests[1]![0], rawRequests[1]![1], { apiKey: stack.devApiKey, geo }),
+      edgePost(stack.edgeUrl, rawRequests[2]![0], rawRequests[2]![1], { apiKey: stack.devApiKey, geo }),
       openai.chat.completions.create({ model: MODEL, messages: user('Talk on'), stream: true, ...LONG } as ChatCompletionCreateParamsStreaming),
       anthropic.messages.create({ model: MODEL, messages: user('Talk on'), stream: true, ...LONG } as Anthropic.MessageCreateParamsStreaming),
     ])
@@ -103,35 +138,53 @@ describe('a GPU node killed mid-stream', () => {
     await pollUntil(async () => (await stack.metrics('us-east')).value('zl_num_requests_running'), (n) => n === 5, 'five streams running on us-east', 15_000)
     for (const s of raw) expect(s.frames.some((f) => f.data.includes('error'))).toBe(false)
 
-    killedPid = stack.nodePid('us-east')!
-    const killedAt = performance.now()
-    killedAtEpochMs = Date.now()
-    process.kill(killedPid, 'SIGKILL')
+    const resumedBefore = await resumedCount()
+    const firstKills = kills()
+    process.kill(stack.nodePid('us-east')!, 'SIGKILL')
+    await pollUntil(async () => kills(), (n) => n > firstKills, 'the supervisor to report the kill')
 
-    const rawEnds = await Promise.all(raw.map((s) => s.ended))
+    await Promise.all(raw.map((s) => s.ended))
     const [o, a] = await Promise.all([oDone, aDone])
-    for (const [i, s] of raw.entries()) {
-      expect(rawEnds[i]! - killedAt, `${s.label} ended within a second of the kill`).toBeLessThan(1000)
-      const errors = s.frames.filter((f) => f.event === 'error' || f.data.startsWith('{"error"'))
-      expect(errors, `${s.label}: exactly one error event`).toHaveLength(1)
-      expect(s.frames.at(-1), `${s.label}: the error event is the last frame`).toBe(errors[0])
-      expect(s.frames.some((f) => f.data === '[DONE]' || f.event === 'message_stop')).toBe(false)
+    const verdicts = raw.map((s, i) => ({ label: s.label, path: rawRequests[i]![0], v: judgeStream(rawRequests[i]![0], s.frames) }))
+    for (const { label, v } of verdicts) {
+      expect(v.errors, `${label}: no error event`).toBe(0)
+      expect(v.problems, `${label}: strict shape`).toEqual([])
+      expect(v.completionTokens, `${label}: usage counts the whole answer`).toBe(LONG.max_tokens)
     }
-    expect(JSON.parse(raw[0]!.frames.at(-1)!.data)).toMatchObject({ error: { type: 'server_error', code: 'upstream_unavailable' } })
-    expect(JSON.parse(raw[1]!.frames.at(-1)!.data)).toMatchObject({ error: { type: 'server_error', code: 'upstream_unavailable' } })
-    expect(raw[2]!.frames.at(-1)!.event).toBe('error')
-    expect(JSON.parse(raw[2]!.frames.at(-1)!.data)).toMatchObject({ type: 'error', error: { type: 'api_error' } })
+    // Through the SDKs: no error surfaced, the streams simply ended.
+    expect(o.error).toBeUndefined()
+    expect(a.error).toBeUndefined()
+    // Resumed, not finished by the node before its death (the edge counts each continuation).
+    expect(await resumedCount()).toBeGreaterThan(resumedBefore)
 
-    expect(o.error).toBeInstanceOf(OpenAI.APIError)
-    expect((o.error as InstanceType<typeof OpenAI.APIError>).error).toMatchObject({ code: 'upstream_unavailable' })
-    expect(o.at - killedAt).toBeLessThan(1000)
-    expect(a.error).toBeInstanceOf(Anthropic.APIError)
-    expect((a.error as InstanceType<typeof Anthropic.APIError>).error).toMatchObject({ type: 'error', error: { type: 'api_error' } })
-    expect(a.at - killedAt).toBeLessThan(1000)
+    // The control: the same greedy requests undisturbed give exactly the texts the resumed
+    // streams assembled from two nodes (any node: greedy decoding is the same on each).
+    const undisturbed = await Promise.all(rawRequests.map(async ([path, body]) => judgeStream(path, await readAllFrames(await edgePost(stack.edgeUrl, path, body, { apiKey: stack.devApiKey, geo })))))
+    for (const [i, u] of undisturbed.entries()) expect(u.text, `${verdicts[i]!.label}: the undisturbed text`).toBe(verdicts[i]!.v.text)
+  })
 
+  /**
+   * Its own phase, not while the resumed streams above are relayed: through wrangler dev those
+   * relays held other responses for seconds (a 293 ms answer took 7 s at the client), and these
+   * checks hold only inside a window — the edge's 10 s mark-down of us-east after the first
+   * failover, with us-east restarted about 3 s after its kill. Overlapped, requests landed after
+   * the window (on the restarted us-east) in 2 of 5 runs.
+   */
+  it('while the node is down, new requests go to the other node: the first after a failover, none failing', async () => {
+    const geo = GEO['us-east']
+    const openai = openaiClient(stack.edgeUrl, { apiKey: stack.devApiKey, geo })
+    const anthropic = anthropicClient(stack.edgeUrl, { apiKey: stack.devApiKey, geo })
+    // us-east back from the kill above and serving its clients again (no mark-down left at the edge).
+    await pollUntil(async () => backs(), (n) => n >= 1, 'the supervisor to restart us-east', 30_000)
+    await usEastServesItsClients()
+
+    killedPid = stack.nodePid('us-east')!
+    killedAtEpochMs = Date.now()
+    const before = kills()
+    process.kill(killedPid, 'SIGKILL')
+    await pollUntil(async () => kills(), (n) => n > before, 'the supervisor to report the kill')
     // The region is out (the supervisor restarts it after a 1 s back-off): new requests from a
     // client next to it are served by eu-west, the first after a failover, none failing.
-    await waitForStatus(stack, /gpu-node-us-east killed by SIGKILL; restarting in 1 s/, 'the supervisor to report the kill')
     const answers: Response[] = []
     for (const path of ['/v1/chat/completions', '/v1/messages', '/v1/chat/completions']) {
       const res = await edgePost(stack.edgeUrl, path, { model: MODEL, messages: user('still there?'), max_tokens: 3 }, { apiKey: stack.devApiKey, geo })
@@ -150,7 +203,7 @@ describe('a GPU node killed mid-stream', () => {
   })
 
   it('comes back after the supervisor’s back-off: it heartbeats again and takes its region’s traffic back', async () => {
-    await waitForStatus(stack, /gpu-node-us-east is back/, 'the supervisor to restart us-east')
+    await pollUntil(async () => backs(), (n) => n >= 2, 'the supervisor to restart us-east after the second kill', 30_000)
     expect(stack.nodePid('us-east')).toBeDefined()
     expect(stack.nodePid('us-east')).not.toBe(killedPid)
     expect(stack.fatal).toEqual([])
@@ -173,18 +226,7 @@ describe('a GPU node killed mid-stream', () => {
 
     // The edge marked us-east down for 10 s at the failed attempt; once that passes, a client next
     // to us-east is served there again. Every request meanwhile is served (by eu-west).
-    const res = await pollUntil(
-      async () => {
-        const r = await edgePost(stack.edgeUrl, '/v1/chat/completions', { model: MODEL, messages: user('home?'), max_tokens: 2 }, { apiKey: stack.devApiKey, geo: GEO['us-east'] })
-        await r.arrayBuffer()
-        return { status: r.status, region: r.headers.get('x-zl-region') }
-      },
-      (r) => r.status !== 200 || r.region === 'us-east',
-      'a us-east client to be served by us-east again',
-      20_000,
-      250,
-    )
-    expect(res).toEqual({ status: 200, region: 'us-east' })
+    await usEastServesItsClients()
   })
 })
 

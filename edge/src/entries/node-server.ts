@@ -133,7 +133,7 @@ export function createNodeDeps(config: EdgeConfig, upstream: UndiciUpstream, red
     config,
     // A long-lived process: latency samples are summed and written once a second, and
     // concurrent requests share key lookups and exact rate-limit calls.
-    ...createRedisBackedDeps(config, redis, { latencyBatching: DEFAULT_BATCHING, coalesce: true }),
+    ...createRedisBackedDeps(config, redis, { latencyBatching: { ...DEFAULT_BATCHING, maxSamples: config.latencyBatchMaxSamples }, coalesce: true }),
     upstream: upstream.fetch,
     dashboardAssets: readDashboardAssets(),
     digest: nodeDigest,

@@ -10,6 +10,7 @@ import { createApp, type EdgeDeps } from '../app.ts'
 import { parseEdgeConfig } from '../config.ts'
 import { BUNDLED_DASHBOARD_ASSETS } from '../dashboard/bundled-assets.ts'
 import { createAnalyticsEngineRecorder, type AnalyticsEngineDataset } from '../latency/analytics-engine-recorder.ts'
+import { DEFAULT_BATCHING } from '../latency/batching-recorder.ts'
 import { combineRecorders } from '../latency/latency-recorder.ts'
 import { createRedisBackedDeps, redisClientOptions } from '../redis/redis-deps.ts'
 
@@ -36,6 +37,8 @@ export interface Env {
   AFFINITY_BALANCE_FACTOR?: string
   AFFINITY_TTL_MS?: string
   DEV_MODE?: string
+  /** Latency samples per Redis batch (default 2000). */
+  LATENCY_BATCH_MAX_SAMPLES?: string
   /** "0" turns the per-request JSON log line off (default on). */
   REQUEST_LOG?: string
   /** Workers Analytics Engine dataset for latency samples ([[analytics_engine_datasets]]), optional. */
@@ -45,7 +48,12 @@ export interface Env {
 /** Workers bindings → dependencies; tests build apps with overridden bindings through this too. */
 export function createWorkerDeps(env: Env, overrides: Partial<EdgeDeps> = {}): EdgeDeps {
   const config = parseEdgeConfig(env as unknown as Record<string, unknown>)
-  const redis = createRedisBackedDeps(config, (timeoutMs) => new Redis(redisClientOptions(config, timeoutMs)))
+  // Latency samples are summed per isolate and written by the request that opened the batch
+  // (batching-recorder.ts, ownerWrites): one pipeline per second instead of one per request.
+  // No `coalesce`: that shares one request's Redis promise with others (redis-deps.ts).
+  const redis = createRedisBackedDeps(config, (timeoutMs) => new Redis(redisClientOptions(config, timeoutMs)), {
+    latencyBatching: { ...DEFAULT_BATCHING, maxSamples: config.latencyBatchMaxSamples, ownerWrites: true },
+  })
   return {
     config,
     ...redis,

@@ -7,7 +7,7 @@ import { Redis } from '@upstash/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startLocalUpstash, type LocalUpstash } from '../../../infra/local/local-upstash.ts'
 import { createBatchingLatencyRecorder } from './batching-recorder.ts'
-import { LATENCY_KEY_PREFIX } from './latency-keys.ts'
+import { bucketOf, LATENCY_KEY_PREFIX, latencyKey } from './latency-keys.ts'
 import type { LatencySample } from './latency-recorder.ts'
 import { createRedisLatencyRecorder, type LatencyRedis } from './redis-latency-store.ts'
 
@@ -21,14 +21,17 @@ afterAll(async () => {
 
 const client = (up: LocalUpstash) => new Redis({ url: up.restUrl, token: up.restToken, enableTelemetry: false, enableAutoPipelining: false })
 
-/** Counts the pipelines a recorder sends. */
-function countingPipelines(redis: LatencyRedis): LatencyRedis & { execs: number } {
+/** Counts the pipelines a recorder sends, and their EXPIREs. */
+function countingPipelines(redis: LatencyRedis): LatencyRedis & { execs: number; expires: number } {
   const c = {
     execs: 0,
+    expires: 0,
     pipeline() {
       const p = redis.pipeline()
       const exec = p.exec.bind(p)
+      const expire = p.expire.bind(p)
       p.exec = () => (c.execs++, exec())
+      p.expire = (key, seconds) => (c.expires++, expire(key, seconds))
       return p
     },
   }
@@ -100,6 +103,31 @@ describe('batching latency recorder', () => {
     // A later sample opens a new batch.
     await recorder.record(sampleAt(3, started))
     expect(redis.execs).toBe(2)
+  })
+
+  it('sends a hash its EXPIRE once, and again when the hash was deleted since', async () => {
+    const raw = client(ups[1]!)
+    const redis = countingPipelines(raw)
+    const recorder = createBatchingLatencyRecorder(redis, { flushMs: 60_000, maxSamples: 1000 })
+    const tenant = `ttl-${Date.now()}`
+    const at = Date.now()
+    const write = async (i: number) => {
+      void recorder.record({ ...sampleAt(i, at), endedAtMs: at, tenant })
+      await recorder.flush!()
+    }
+    await write(1)
+    // Four hashes (minute and hour, all and tenant), one EXPIRE each.
+    expect([redis.execs, redis.expires]).toEqual([1, 4])
+    // The same fields again (an isolate's edge and regions repeat): no EXPIRE.
+    await write(1)
+    expect([redis.execs, redis.expires]).toEqual([2, 4])
+    // Gone (evicted, deleted): HINCRBY creates it again without a TTL, and its answers show it.
+    const minuteKey = latencyKey('minute', bucketOf('minute', at), { kind: 'tenant', tenant })
+    await raw.del(minuteKey)
+    await write(1)
+    expect([redis.execs, redis.expires]).toEqual([4, 5])
+    expect(await raw.ttl(minuteKey)).toBeGreaterThan(3600)
+    expect(await raw.hgetall(minuteKey)).not.toBeNull()
   })
 
   it('rejects every sample of a batch whose write failed', async () => {

@@ -14,6 +14,7 @@ import type { Context, MiddlewareHandler } from 'hono'
 import { formatTraceparent } from '../../../shared/src/trace-context.ts'
 import type { AppEnv, Forwarded, LogLine } from '../app-env.ts'
 import type { BodyOutcome } from '../proxy/pass-through.ts'
+import { LatencyBatchError } from './batching-recorder.ts'
 import type { LatencyRecorder, LatencySample } from './latency-recorder.ts'
 import { toOutcome } from './outcome.ts'
 
@@ -50,17 +51,32 @@ export function observeRequests(opts: ObserveOptions): MiddlewareHandler<AppEnv>
           totalMs: Math.max(0, endedAtMs - facts.startedAtMs),
         })
         if (firstByteAtMs !== undefined) sample.ttfbMs = Math.max(0, firstByteAtMs - facts.startedAtMs)
-        opts.log?.(toLogLine(sample, facts))
+        const line = toLogLine(sample, facts)
+        // A stream continued on other nodes after its node failed (x-zl-failover was already sent).
+        if (end.resumes) line.resumes = end.resumes
+        opts.log?.(line)
         if (!record) return
         try {
           await record.record(sample)
         } catch (e) {
           const warn = opts.log ?? consoleError
-          warn({ level: 'warn', msg: 'latency record failed', requestId: sample.requestId, error: e instanceof Error ? e.name : typeof e })
+          warn(recordFailed(sample.requestId, e))
         }
       }),
     )
   }
+}
+
+/**
+ * The warning for a failed record: the error's name only (a message may hold a key or a Redis
+ * command). A batch's write (batching-recorder.ts) fails for all its samples: with `ownerWrites`
+ * only the owner logs, so the line says how many were lost and names the write's own error.
+ */
+export function recordFailed(requestId: string, e: unknown): Record<string, unknown> {
+  const cause = e instanceof LatencyBatchError ? e.cause : e
+  const line: Record<string, unknown> = { level: 'warn', msg: 'latency record failed', requestId, error: cause instanceof Error ? cause.name : typeof cause }
+  if (e instanceof LatencyBatchError) line.samples = e.samples
+  return line
 }
 
 /** What is known once the response exists (read now: the context is not used after the handler returns). */

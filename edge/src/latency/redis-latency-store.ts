@@ -1,7 +1,8 @@
 /**
  * The latency histograms in Redis (key scheme: latency-keys.ts). Writing is ONE pipelined
- * request per sample (a dozen HINCRBY/EXPIRE), or per batch of samples (batching-recorder.ts);
- * reading is one pipelined HGETALL per minute (or hour) of the window.
+ * request per batch of samples (batching-recorder.ts, both entries), or per sample (a dozen
+ * HINCRBY/EXPIRE; tests and tools); reading is one pipelined HGETALL per minute (or hour) of the
+ * window.
  */
 import { bucketIndex } from './histogram.ts'
 import { bucketOf, fieldName, latencyKey, RESOLUTIONS, type Resolution, type StatsScope } from './latency-keys.ts'
@@ -60,17 +61,54 @@ export function addToBatch(batch: IncrementBatch, key: string, field: string, tt
   hash.fields.set(field, (hash.fields.get(field) ?? 0) + n)
 }
 
-/** One pipeline: HINCRBY per distinct field, one EXPIRE per hash. */
-export async function writeBatch(redis: LatencyRedis, batch: IncrementBatch): Promise<void> {
+/**
+ * Hashes whose lifetime a writer has set (a batching recorder keeps one per isolate or process):
+ * their EXPIRE is left out of later pipelines. A hash's TTL is set by its first write, which
+ * comes after its minute (hour) began, so it outlives every window that reads it however often
+ * it is written afterwards. Cleared when it holds MAX_KNOWN_TTLS: a forgotten hash costs one EXPIRE.
+ */
+export type KnownTtls = Set<string>
+export const MAX_KNOWN_TTLS = 4096
+
+/**
+ * One pipeline: HINCRBY per distinct field, and EXPIRE per hash unless `known` says this writer
+ * set it already. Then, for such a hash, if every HINCRBY answered exactly its increment the
+ * hash may have been created again (deleted or evicted since): its EXPIRE follows in a second
+ * pipeline, so no hash is ever left without a lifetime. (An old hash that only got new fields
+ * looks the same and costs that second pipeline too; each write carries an outcome field the
+ * hash almost always has already.)
+ */
+export async function writeBatch(redis: LatencyRedis, batch: IncrementBatch, known?: KnownTtls): Promise<void> {
   const pipe = redis.pipeline()
+  const skipped = new Set<string>()
   for (const [key, { ttlSeconds, fields }] of batch) {
     for (const [field, n] of fields) pipe.hincrby(key, field, n)
-    pipe.expire(key, ttlSeconds)
+    if (known?.has(key)) skipped.add(key)
+    else pipe.expire(key, ttlSeconds)
   }
-  await pipe.exec()
+  const replies = await pipe.exec()
+  if (!known) return
+  if (known.size + batch.size > MAX_KNOWN_TTLS) known.clear()
+  const again: Array<[string, number]> = []
+  let i = 0
+  for (const [key, { ttlSeconds, fields }] of batch) {
+    let created = true
+    for (const n of fields.values()) {
+      const got = Number(replies[i++])
+      // An answer that is not a number proves nothing: the hash is treated as new.
+      if (Number.isFinite(got) && got !== n) created = false
+    }
+    if (!skipped.has(key)) i++ // its EXPIRE's answer
+    else if (created) again.push([key, ttlSeconds])
+    known.add(key)
+  }
+  if (again.length === 0) return
+  const expire = redis.pipeline()
+  for (const [key, ttlSeconds] of again) expire.expire(key, ttlSeconds)
+  await expire.exec()
 }
 
-/** One pipelined write per sample (Workers: each request's record runs in its own waitUntil). */
+/** One pipelined write per sample: no entry uses it any more (both batch); tests and tools do. */
 export function createRedisLatencyRecorder(redis: LatencyRedis): LatencyRecorder {
   return {
     async record(s: LatencySample) {

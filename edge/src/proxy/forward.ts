@@ -5,17 +5,21 @@
  *
  * Failover: a connect error, no response headers within the timeout, or 503/529 (overloaded)
  * moves on to the next ranked node, up to MAX_ATTEMPTS in all; the failed node is marked down in
- * this isolate. The timeout until headers is UPSTREAM_CONNECT_TIMEOUT_MS for streams (a node
+ * this isolate — for the full mark-down when it could not be reached, but only briefly and as
+ * busy when it was full or slow to answer (see `forward`). The timeout until headers is UPSTREAM_CONNECT_TIMEOUT_MS for streams (a node
  * answers a stream's headers as soon as it admits it) and REQUEST_TIMEOUT_MS otherwise (a JSON
  * answer's headers come with the whole completion). Any other status is the node's answer.
  */
 import { ApiError } from '../../../shared/src/api-error.ts'
 import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
 import type { Digest } from '../../../shared/src/digest.ts'
+import { RESUME_HEADERS, resumeHeader, resumeSignedExtra } from '../../../shared/src/resume-wire.ts'
 import { signRequest } from '../../../shared/src/signature.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { RankedNode } from '../routing/pick-node.ts'
 import { offerRelay, passThrough, type BodyOutcome, type UpstreamBody } from './pass-through.ts'
+import { resumableBody, type ResumeOutcome } from './resumable-body.ts'
+import { targetUrl } from './target-url.ts'
 
 /**
  * What forward reads of a node's answer. fetch's Response has it; the Node entry's undici upstream
@@ -57,6 +61,10 @@ export interface ForwardRequest {
   signal?: AbortSignal
   /** Epoch ms the edge received the request. */
   startedAtMs: number
+  /** A stream's sampling seed, fixed here so a continuation is exact (used only where the body has none). */
+  seed?: number
+  /** A continuation: the tokens the client already has, and whether the finish flush too (x-zl-resume). */
+  resume?: { tokens: readonly number[]; flushed: boolean }
 }
 
 export interface ForwardDeps {
@@ -69,7 +77,30 @@ export interface ForwardDeps {
   /** Skip a node in this isolate for `forMs` (default: the registry's mark-down time). */
   markDown: (nodeId: string, forMs?: number) => void
   now: () => number
+  /** Continuations per stream after its node failed (default MAX_RESUMES); 0: off. */
+  maxResumes?: number
+  /** No bytes from a streaming node for this long counts as its death (default STREAM_STALL_MS). */
+  stallMs?: number
+  /** Counts resume attempts by outcome (a metric). */
+  onResume?: (outcome: ResumeOutcome) => void
+  /**
+   * Where a continuation may go, best first, none of `exclude`: the caller re-ranks the current
+   * node table by its own rule (generate.ts: affinity placement), since a stream can outlive the
+   * table it was routed on. Default: the request's ranking less `exclude`.
+   */
+  resumeNodes?: (exclude: ReadonlySet<string>) => Promise<readonly RankedNode[]>
+  /** A continuation is now served by `node` (load and affinity bookkeeping). */
+  onResumedOn?: (node: RankedNode) => void
 }
+
+/** DESIGN.md §4 Resume: at most two continuations per stream, then the shaped error event. */
+export const MAX_RESUMES = 2
+/**
+ * A node that sends nothing for this long mid-stream is treated as dead. Above the node's 5 s
+ * keep-alive interval (sent while a stream waits for its first token) with room for a loaded
+ * step; a token stream otherwise never pauses this long.
+ */
+export const STREAM_STALL_MS = 15_000
 
 export interface ForwardResult {
   response: Response
@@ -85,7 +116,10 @@ export class ClientGone extends Error {
   override readonly name = 'ClientGone'
 }
 
-type Attempt = { ok: true; res: UpstreamResponse; detach: () => void } | { ok: false; overloaded?: { status: number; headers: Headers; body: Uint8Array } }
+type Attempt =
+  | { ok: true; res: UpstreamResponse; detach: () => void }
+  /** `slow`: connected, but no headers within the timeout; `overloaded`: it answered 503/529. */
+  | { ok: false; slow?: boolean; overloaded?: { status: number; headers: Headers; body: Uint8Array } }
 
 export async function forward(nodes: readonly RankedNode[], req: ForwardRequest, deps: ForwardDeps): Promise<ForwardResult> {
   const tried = nodes.slice(0, MAX_ATTEMPTS)
@@ -93,6 +127,8 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
   let failed = 0
   let lastOverload: Extract<Attempt, { ok: false }>['overloaded']
   let lastOverloadNode: RankedNode | undefined
+  let brokeMidBody = false
+  let slow = false
   for (const node of tried) {
     const attempt = await send(node, req, deps)
     if (attempt.ok) {
@@ -104,7 +140,16 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
         attempt.detach()
         return { response: new Response(null, { status: attempt.res.status, headers }), node, failedAttempts: failed, finished: Promise.resolve({ kind: 'complete' }) }
       }
-      if (!req.stream && !sse) return await wholeAnswer(attempt, headers, node, failed, req, deps)
+      if (!req.stream && !sse) {
+        const answer = await wholeAnswer(attempt, headers, node, failed, req, deps)
+        // A node that died while sending its JSON answer: the request is simply asked again elsewhere.
+        if (answer) return answer
+        // Not marked down: like a broken stream, it says less about the node than a refused connection.
+        failed++
+        brokeMidBody = true
+        continue
+      }
+      if (req.stream && sse && attempt.res.status === 200 && (deps.maxResumes ?? MAX_RESUMES) > 0) return resumingStream(nodes, node, attempt, headers, failed, req, deps)
       const piped = passThrough(attempt.res, { codec: req.codec, sse, now: deps.now })
       const finished = piped.finished.finally(attempt.detach)
       const response = new Response(piped.readable, { status: attempt.res.status, headers })
@@ -113,8 +158,15 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
     }
     failed++
     // A full node is healthy: skip it only as long as it asked (retry-after-ms), not for the
-    // full mark-down of a node that failed, or a burst would shut it out after it drained.
-    deps.markDown(node.id, attempt.overloaded ? retryHintMs(attempt.overloaded.headers) : undefined)
+    // full mark-down of a node that failed, or a burst would shut it out after it drained. A node
+    // that sent no headers in time is, as measured under a 3× overload of the local stack, most
+    // often a node too busy to answer: it is skipped as busy for as long as one request may
+    // spend finding every node slow (MAX_ATTEMPTS timeouts), so a burst pays that once (a dead
+    // process refuses the connection and is marked down in full; a dead machine's heartbeat
+    // stops, and the node table drops it). Marked down in full, every node of the overloaded
+    // stack was soon down, and each request got a 502 instead of an honest 503.
+    deps.markDown(node.id, attempt.overloaded ? retryHintMs(attempt.overloaded.headers) : attempt.slow ? MAX_ATTEMPTS * deps.connectTimeoutMs : undefined)
+    slow ||= attempt.slow === true
     if (attempt.overloaded) {
       lastOverload = attempt.overloaded
       lastOverloadNode = node
@@ -126,22 +178,72 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
     const headers = responseHeaders(lastOverload.headers, lastOverloadNode, failed - 1, req.startedAtMs, upstreamStartMs, deps.now())
     return { response: new Response(lastOverload.body, { status: lastOverload.status, headers }), node: lastOverloadNode, failedAttempts: failed - 1, finished: Promise.resolve({ kind: 'complete' }) }
   }
+  if (brokeMidBody) throw new ApiError('upstream_unavailable', 'The GPU node failed while sending this response; please retry.', { retryAfterMs: 1000 })
+  if (slow) throw new ApiError('overloaded', 'The GPU nodes serving this model are too busy to answer in time; please retry.', { retryAfterMs: deps.connectTimeoutMs })
   throw new ApiError('upstream_unavailable', 'No GPU node could be reached for this request; please retry.', { retryAfterMs: 1000 })
+}
+
+/**
+ * A stream that can outlive its node: the node's body wrapped in a resumable body, which on a
+ * failure continues it on the next ranked node that is neither down nor already failed, handed
+ * the delivered tokens. Each continuation tries up to MAX_ATTEMPTS nodes, each bounded by the
+ * connect timeout; what is left of the pipe (relay, error event, client cancel) is unchanged.
+ */
+function resumingStream(nodes: readonly RankedNode[], node: RankedNode, first: Extract<Attempt, { ok: true }>, headers: Headers, failed: number, req: ForwardRequest, deps: ForwardDeps): ForwardResult {
+  const detaches = [first.detach]
+  const dead = new Set<string>()
+  let serving = node
+  const body = resumableBody(first.res, {
+    maxResumes: deps.maxResumes ?? MAX_RESUMES,
+    stallMs: deps.stallMs ?? STREAM_STALL_MS,
+    ...(deps.onResume ? { onResume: deps.onResume } : {}),
+    reopen: async (delivered, flushed) => {
+      // Excluded for this request only: a stream that broke says less about its node than a
+      // refused connection (which marks it down, as before the first byte).
+      dead.add(serving.id)
+      const ranked = deps.resumeNodes ? await deps.resumeNodes(dead) : nodes
+      const next = ranked.filter((n) => !dead.has(n.id)).slice(0, MAX_ATTEMPTS)
+      for (const candidate of next) {
+        const attempt = await send(candidate, { ...req, resume: { tokens: delivered, flushed } }, deps)
+        if (attempt.ok && attempt.res.status === 200 && (attempt.res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
+          detaches.push(attempt.detach)
+          serving = candidate
+          deps.onResumedOn?.(candidate)
+          return attempt.res
+        }
+        if (attempt.ok) {
+          attempt.res.body?.cancel().catch(() => {})
+          attempt.detach()
+        }
+        dead.add(candidate.id)
+        deps.markDown(candidate.id)
+      }
+      return undefined
+    },
+  })
+  const piped = passThrough(body, { codec: req.codec, sse: true, now: deps.now })
+  const finished = piped.finished
+    .then((o): BodyOutcome => (body.resumes > 0 ? { ...o, resumes: body.resumes } : o))
+    .finally(() => detaches.forEach((d) => d()))
+  const response = new Response(piped.readable, { status: 200, headers })
+  if (piped.relay) offerRelay(response, piped.relay)
+  return { response, node, failedAttempts: failed, finished }
 }
 
 /**
  * A non-streaming answer is one JSON document the client can only use whole, so the edge takes
  * it whole (bytes untouched) and answers with headers and body in one write — rather than headers
  * first and the body as a stream, a second socket write that cost more CPU than the rest of the
- * response. A node that breaks off mid-body becomes a clean 502 instead of a truncated body.
+ * response. A node that breaks off mid-body is answered undefined: forward asks the next node
+ * (the client never saw a byte), and only when every node failed is it a clean 502.
  */
-async function wholeAnswer(attempt: Extract<Attempt, { ok: true }>, headers: Headers, node: RankedNode, failed: number, req: ForwardRequest, deps: ForwardDeps): Promise<ForwardResult> {
+async function wholeAnswer(attempt: Extract<Attempt, { ok: true }>, headers: Headers, node: RankedNode, failed: number, req: ForwardRequest, deps: ForwardDeps): Promise<ForwardResult | undefined> {
   let bytes: ArrayBuffer
   try {
     bytes = await attempt.res.arrayBuffer()
-  } catch (e) {
+  } catch {
     if (req.signal?.aborted) throw new ClientGone()
-    throw new ApiError('upstream_unavailable', 'The GPU node failed while sending this response; please retry.', { retryAfterMs: 1000, cause: e })
+    return undefined
   } finally {
     attempt.detach()
   }
@@ -161,14 +263,18 @@ async function send(node: RankedNode, req: ForwardRequest, deps: ForwardDeps): P
   req.signal?.addEventListener('abort', onClientAbort, { once: true })
   const detach = () => req.signal?.removeEventListener('abort', onClientAbort)
   const timeoutMs = req.stream ? deps.connectTimeoutMs : deps.requestTimeoutMs
-  const timer = setTimeout(() => controller.abort(new Error('upstream timeout')), timeoutMs)
+  let timedOut = false
+  const timer = setTimeout(() => {
+    timedOut = true
+    controller.abort(new Error('upstream timeout'))
+  }, timeoutMs)
   let res: UpstreamResponse
   try {
     res = await deps.upstream(target.href, { method: 'POST', headers, body: req.body, signal: controller.signal, redirect: 'manual' })
   } catch {
     detach()
     if (req.signal?.aborted) throw new ClientGone()
-    return { ok: false }
+    return timedOut ? { ok: false, slow: true } : { ok: false }
   } finally {
     clearTimeout(timer)
   }
@@ -184,19 +290,21 @@ async function send(node: RankedNode, req: ForwardRequest, deps: ForwardDeps): P
   return { ok: false, overloaded: { status: res.status, headers: res.headers, body } }
 }
 
-/** The node URL (which may carry a base path) joined with the route path. */
-export function targetUrl(nodeUrl: string, path: string): URL {
-  const url = new URL(nodeUrl)
-  url.pathname = url.pathname.replace(/\/+$/, '') + path
-  url.search = ''
-  return url
-}
-
 /** A plain record (fetch takes one as is; a Headers object validates every entry, which showed in profiles). */
 async function wireHeaders(req: ForwardRequest, signedPath: string, deps: ForwardDeps): Promise<Record<string, string>> {
   const nowMs = deps.now()
-  const signature = await signRequest({ secret: deps.secret, method: 'POST', path: signedPath, requestId: req.requestId, body: req.body, nowMs }, deps.digest)
+  const resume: Record<string, string> = {}
+  if (req.stream && (deps.maxResumes ?? MAX_RESUMES) > 0) {
+    // Every stream asks for id lines (the edge's delivery record) and carries its fixed seed;
+    // with resume off (MAX_RESUMES=0) the stream is the plain pipe, without id lines.
+    resume[RESUME_HEADERS.resumable] = '1'
+    if (req.seed !== undefined) resume[RESUME_HEADERS.seed] = String(req.seed)
+    if (req.resume) resume[RESUME_HEADERS.resume] = resumeHeader(req.resume.tokens, req.resume.flushed)
+  }
+  const extra = resumeSignedExtra((name) => resume[name])
+  const signature = await signRequest({ secret: deps.secret, method: 'POST', path: signedPath, requestId: req.requestId, body: req.body, nowMs, extra }, deps.digest)
   return {
+    ...resume,
     'content-type': 'application/json',
     accept: req.stream ? 'text/event-stream' : 'application/json',
     [WIRE_HEADERS.requestId]: req.requestId,

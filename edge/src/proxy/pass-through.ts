@@ -19,6 +19,8 @@ export interface BodyOutcome {
   kind: 'complete' | 'upstream_error' | 'client_gone'
   /** Epoch ms of the first byte handed to the client. */
   firstByteAtMs?: number
+  /** Continuations on other nodes after the stream's node failed (resumable-body.ts). */
+  resumes?: number
 }
 
 export interface PassThroughOptions {

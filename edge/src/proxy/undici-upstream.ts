@@ -16,7 +16,7 @@
  * Connections are opened ahead of need (`warm`, called by the Node entry for every serving node
  * in the table): a node in another region is an RTT away, and a request that had to open the
  * connection itself would wait one more round trip for the TCP handshake (measured with
- * bench/lib/wan-relay.ts: a fresh edge's first request to a node 70 ms away came back 74–79 ms
+ * infra/local/wan-relay.ts: a fresh edge's first request to a node 70 ms away came back 74–79 ms
  * after a warm one). That is the first request after a failover, or after an idle connection was
  * closed, exactly when a region's traffic moves.
  */

@@ -43,7 +43,7 @@ export function redisClientOptions(config: EdgeConfig, timeoutMs: number) {
 }
 
 export interface RedisDepsOptions {
-  /** Sum latency samples in memory and write them per batch (a long-lived process only). */
+  /** Sum latency samples in memory and write them per batch (Workers: with `ownerWrites`). */
   latencyBatching?: BatchingOptions
   /**
    * Concurrent requests share Redis calls: one key lookup per API key at a time, one exact

@@ -47,7 +47,11 @@ async function harness(env: Record<string, string> = {}) {
     const body = new ReadableStream<Uint8Array>({
       start(controller) {
         controller.enqueue(new TextEncoder().encode(`data: ${JSON.stringify({ node: id })}\n\n`))
-        const end = () => controller.close()
+        // A whole stream ends with its final frame: one closed without it is a node that died, and is resumed.
+        const end = () => {
+          controller.enqueue(new TextEncoder().encode('data: [DONE]\n\n'))
+          controller.close()
+        }
         if (h.hold) h.held.push(end)
         else end()
       },

@@ -14,10 +14,11 @@ import type { AppEnv, EdgeDeps } from '../app-env.ts'
 import { CLIENT_CLOSED_STATUS } from '../latency/outcome.ts'
 import { refundCharge } from '../middleware/rate-limit.ts'
 import { forward, ClientGone, type ForwardResult } from '../proxy/forward.ts'
+import { resumeCounter } from '../proxy/resume-counter.ts'
 import type { AffinityMemory } from '../routing/affinity-memory.ts'
 import { routeByAffinity, type AffinityReason, type AffinityRoute } from '../routing/affinity-route.ts'
 import { clientLocation, edgeColo } from '../routing/client-location.ts'
-import { pickNodes, type RankedNode } from '../routing/pick-node.ts'
+import { allBusyForMs, pickNodes, type RankedNode } from '../routing/pick-node.ts'
 import type { RecentDispatches } from '../routing/recent-dispatches.ts'
 
 /** What the handler keeps across requests (per isolate). */
@@ -30,23 +31,32 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
   return async (c: Context<AppEnv>): Promise<Response> => {
     const { codec, gen, body } = c.get('generate')
     const principal = c.get('principal')
-    const table = await deps.registry.table(c.get('waitUntil'))
-    const ranked = pickNodes(table.nodes, gen.model, clientLocation(c.req.raw, deps.config), now())
     const edge = edgeColo(c.req.raw) ?? deps.config.edgeRegion
     const key = c.get('affinity')
-    const route: AffinityRoute = key
-      ? routeByAffinity(ranked, key.point, routing.memory.recall(key.hash), {
-          balanceFactor: deps.config.affinity.balanceFactor,
-          // The same estimate as the token charge: body bytes / 4.
-          promptTokens: Math.ceil(body.byteLength / 4),
-          loadOf: (n: RankedNode) => n.running + n.waiting + routing.dispatches.unseen(n.id, n.ts),
-        })
-      : { nodes: ranked, reason: 'none' }
+    const location = clientLocation(c.req.raw, deps.config)
+    /** Today's table ranked for this client and placed by the key; `exclude`: nodes this request saw fail. */
+    let busyForMs: number | undefined
+    const place = async (exclude?: ReadonlySet<string>): Promise<AffinityRoute> => {
+      const table = await deps.registry.table(c.get('waitUntil'))
+      const ranked = pickNodes(table.nodes, gen.model, location, now()).filter((n) => !exclude?.has(n.id))
+      busyForMs = ranked.length === 0 ? allBusyForMs(table.nodes, gen.model, now()) : undefined
+      if (!key) return { nodes: ranked, reason: 'none' }
+      return routeByAffinity(ranked, key.point, routing.memory.recall(key.hash), {
+        balanceFactor: deps.config.affinity.balanceFactor,
+        // The same estimate as the token charge: body bytes / 4.
+        promptTokens: Math.ceil(body.byteLength / 4),
+        loadOf: (n: RankedNode) => n.running + n.waiting + routing.dispatches.unseen(n.id, n.ts),
+      })
+    }
+    const route = await place()
     // Counted as load on its node from now on, so the next requests of a burst see it.
     const dispatch = route.nodes[0] ? routing.dispatches.begin(route.nodes[0].id) : undefined
 
     let result: ForwardResult
     try {
+      // Every node is full (each answered overloaded within its own retry hint): say so, as the
+      // nodes would, rather than 502 — a client that backs off for retry-after-ms gets served.
+      if (route.nodes.length === 0 && busyForMs !== undefined) throw new ApiError('overloaded', 'Every GPU node serving this model is at capacity; please retry.', { retryAfterMs: busyForMs })
       if (route.nodes.length === 0) throw new ApiError('upstream_unavailable', 'No GPU node serving this model is available right now; please retry.', { retryAfterMs: 1000 })
       result = await forward(route.nodes, {
         path: codec.path,
@@ -61,14 +71,27 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
         edge,
         signal: c.req.raw.signal,
         startedAtMs: c.get('startedAtMs'),
+        // Fixed up front so that a continuation samples exactly as the first node would have.
+        ...(gen.stream ? { seed: crypto.getRandomValues(new Uint32Array(1))[0] } : {}),
       }, {
         upstream: deps.upstream,
         secret: deps.config.edgeSharedSecret,
         digest: deps.digest,
         connectTimeoutMs: deps.config.upstreamConnectTimeoutMs,
         requestTimeoutMs: deps.config.requestTimeoutMs,
-        markDown: (id) => deps.registry.markDown(id),
+        markDown: (id, busyForMs) => deps.registry.markDown(id, busyForMs),
         now,
+        maxResumes: deps.config.maxResumes,
+        stallMs: deps.config.streamStallMs,
+        onResume: (outcome) => resumeCounter.add(outcome),
+        // A continuation is placed like a new request with its failed nodes gone: the failed
+        // holder's prefix went with it, so the key's ring walk (or another node that holds it) decides.
+        resumeNodes: async (exclude) => (await place(exclude)).nodes,
+        onResumedOn: (node) => {
+          dispatch?.moveTo(node.id)
+          // The continuing node now holds the conversation's prefix (prompt + answer so far).
+          if (key) routing.memory.remember(key.hash, { region: node.region, node: node.id }, c.get('waitUntil'))
+        },
       })
     } catch (e) {
       dispatch?.end()

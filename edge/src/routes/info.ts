@@ -2,6 +2,7 @@
 import type { Context } from 'hono'
 import type { AppEnv, EdgeDeps } from '../app-env.ts'
 import { knownModels } from '../middleware/validate.ts'
+import { resumeCounter } from '../proxy/resume-counter.ts'
 import { FRESH_MS } from '../routing/pick-node.ts'
 
 /** `keys`: the isolate's key cache, whose answers for a failing store are counted (keys/key-cache.ts). */
@@ -52,6 +53,8 @@ export function listRegions(deps: EdgeDeps, now: () => number) {
       ...(table.fallbackReason ? { fallbackReason: table.fallbackReason } : {}),
       fetchedAt: new Date(table.fetchedAtMs).toISOString(),
       nodes,
+      // Streams continued on another node after theirs failed, by outcome, since this isolate started.
+      resumes: resumeCounter.snapshot(),
     })
   }
 }

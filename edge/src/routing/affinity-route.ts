@@ -23,7 +23,7 @@
  * request is placed as a new key would be ("moved"), not on a peer of the lost node.
  */
 import { chooseBounded, loadBound } from './bounded-load.ts'
-import type { RankedNode } from './pick-node.ts'
+import { DEFAULT_PREFILL_TOK_PER_SEC, type RankedNode } from './pick-node.ts'
 
 /**
  * How the request was placed, as the `x-zl-affinity` header and the latency record say:
@@ -46,11 +46,11 @@ export interface Placement {
 }
 
 /**
- * Prefill rate assumed for a node that publishes none: the order of a 7–8B model on one current
- * data-centre GPU. At this rate a 4k-token conversation is worth ~400 ms of extra RTT — an ocean
- * — and a 400-token one ~40 ms, a neighbouring region.
+ * Prefill rate assumed for a node that publishes none (pick-node.ts): the order of a 7–8B model
+ * on one current data-centre GPU. At this rate a 4k-token conversation is worth ~400 ms of extra
+ * RTT — an ocean — and a 400-token one ~40 ms, a neighbouring region.
  */
-export const DEFAULT_PREFILL_TOK_PER_SEC = 10_000
+export { DEFAULT_PREFILL_TOK_PER_SEC }
 
 export interface AffinityOptions {
   /** c of the bounded-load rule (≥ 1). */

@@ -1,9 +1,32 @@
 import { describe, expect, it } from 'vitest'
-import { createNodeRegistry, MAX_TABLE_AGE_MS, TABLE_CACHE_MS } from './node-registry.ts'
+import { createNodeRegistry, MARK_DOWN_MS, MAX_TABLE_AGE_MS, TABLE_CACHE_MS } from './node-registry.ts'
+import { allBusyForMs } from './pick-node.ts'
 
 const row = (id: string, ts: number) => JSON.stringify({ id, url: `http://127.0.0.1:91${id.length}0`, region: id, lat: 0, lon: 0, models: ['tiny'], maxBatch: 8, running: 0, waiting: 0, kvUsedFrac: 0, tokPerSec: 0, draining: false, ts })
 
 describe('node registry cache', () => {
+  it('skips a failed node for MARK_DOWN_MS but a full one only for its retry hint, marked busy; all busy reads as a wait, not an outage', async () => {
+    let now = 10_000
+    const registry = createNodeRegistry({ redis: { hgetall: async () => ({ a: row('a', now), b: row('b', now) }) }, fallback: [], now: () => now })
+    await registry.table()
+    registry.markDown('a', 250)
+    registry.markDown('b', 400)
+    let nodes = (await registry.table()).nodes
+    expect(nodes.map((n) => [n.downUntilMs, n.busy])).toEqual([[now + 250, true], [now + 400, true]])
+    expect(allBusyForMs(nodes, 'tiny', now)).toBe(250)
+    now += 251
+    nodes = (await registry.table()).nodes
+    expect(nodes[0]!.downUntilMs).toBeUndefined()
+    expect(allBusyForMs(nodes, 'tiny', now)).toBeUndefined()
+    // A failure: the full mark-down, not busy, and a table with it down is an outage.
+    registry.markDown('a')
+    nodes = (await registry.table()).nodes
+    expect(nodes[0]).toMatchObject({ downUntilMs: now + MARK_DOWN_MS })
+    expect(nodes[0]!.busy).toBeUndefined()
+    expect(allBusyForMs(nodes, 'tiny', now)).toBeUndefined()
+  })
+
+
   it('serves a recent table from cache and refreshes it in the background', async () => {
     let now = 10_000
     let reads = 0

@@ -33,8 +33,12 @@ export interface NodeTable {
 export interface NodeRegistry {
   /** The current table (nodes annotated with downUntilMs); starts a background refresh when older than 1 s. */
   table(waitUntil?: (work: Promise<unknown>) => void): Promise<NodeTable>
-  /** After a failed attempt: skip this node in this isolate for MARK_DOWN_MS (an overloaded one only for its retry hint, at most that). */
-  markDown(nodeId: string, forMs?: number): void
+  /**
+   * After a failed attempt: skip this node in this isolate for MARK_DOWN_MS. A node that answered
+   * overloaded (`busyForMs`: its retry hint) is healthy, only full: it is skipped for that long (at
+   * most MARK_DOWN_MS) and annotated `busy`, so a request that finds every node full is told so.
+   */
+  markDown(nodeId: string, busyForMs?: number): void
 }
 
 /** The one Redis command the registry needs; @upstash/redis satisfies it. */
@@ -60,7 +64,7 @@ export interface NodeRegistryOptions {
 export function createNodeRegistry(opts: NodeRegistryOptions): NodeRegistry {
   const now = opts.now ?? Date.now
   const fallback = opts.fallback.map(fromStatic)
-  const down = new Map<string, number>()
+  const down = new Map<string, { until: number; busy: boolean }>()
   let cached: NodeTable | undefined
 
   const load = async (): Promise<NodeTable> => {
@@ -77,13 +81,13 @@ export function createNodeRegistry(opts: NodeRegistryOptions): NodeRegistry {
     if (down.size === 0) return table
     const t = now()
     const nodes = table.nodes.map((n) => {
-      const until = down.get(n.id)
-      if (until === undefined) return n
-      if (until <= t) {
+      const mark = down.get(n.id)
+      if (mark === undefined) return n
+      if (mark.until <= t) {
         down.delete(n.id)
         return n
       }
-      return Object.assign({}, n, { downUntilMs: until })
+      return Object.assign({}, n, mark.busy ? { downUntilMs: mark.until, busy: true } : { downUntilMs: mark.until })
     })
     return Object.assign({}, table, { nodes })
   }
@@ -104,8 +108,8 @@ export function createNodeRegistry(opts: NodeRegistryOptions): NodeRegistry {
       }
       return annotate(cached)
     },
-    markDown(nodeId, forMs = MARK_DOWN_MS) {
-      down.set(nodeId, now() + Math.min(forMs, MARK_DOWN_MS))
+    markDown(nodeId, busyForMs) {
+      down.set(nodeId, { until: now() + Math.min(busyForMs ?? MARK_DOWN_MS, MARK_DOWN_MS), busy: busyForMs !== undefined })
     },
   }
 }

@@ -3,8 +3,7 @@
  * the model, lowest estimated `RTT + queue wait` first; near-ties go to the nearer node.
  *
  * RTT: about 1 ms per 100 km of great-circle distance (round trip at ~2/3 c, plus routing
- * detours) plus a constant for the last mile and TLS. Queue wait: the requests already waiting
- * times a typical request's tokens, at the node's measured aggregate tokens/s.
+ * detours) plus a constant for the last mile and TLS. Queue wait: estimateQueueWaitMs below.
  */
 import { NODE_FRESH_MS } from '../../../shared/src/node-row.ts'
 
@@ -34,6 +33,8 @@ export interface RoutableNode extends GeoPoint {
   ts?: number
   /** Marked down in this isolate until this epoch ms (after a failed attempt). */
   downUntilMs?: number
+  /** The mark-down is for an overloaded answer: the node is full, not failed (node-registry.ts). */
+  busy?: boolean
   source: 'registry' | 'static'
 }
 
@@ -54,6 +55,8 @@ export const NEAR_TIE_MS = 5
 export const TOKENS_PER_WAITING_REQUEST = 128
 /** Queue wait per waiting request when the node reports no throughput yet. */
 export const WAIT_MS_PER_REQUEST_WITHOUT_RATE = 100
+/** Prompt tokens/s assumed for a node that publishes no prefill rate (affinity-route.ts uses the same figure). */
+export const DEFAULT_PREFILL_TOK_PER_SEC = 10_000
 const EARTH_RADIUS_KM = 6371
 
 /** Whether a node may take a new request now (any model). */
@@ -68,6 +71,21 @@ export function isServing(node: RoutableNode, nowMs: number): boolean {
   return node.ts === undefined || nowMs - node.ts < FRESH_MS
 }
 
+/**
+ * When no node can take a request because every serving one answered overloaded a moment ago:
+ * ms until the first of them is asked again (its own retry hint), for an honest 503/529 with
+ * retry-after-ms. undefined when some node is down for a failure or none serves the model.
+ */
+export function allBusyForMs(nodes: readonly RoutableNode[], model: string, nowMs: number): number | undefined {
+  let soonest: number | undefined
+  for (const n of nodes) {
+    if (!servesModel(n, model) || !isServing(n, nowMs)) continue
+    if (!n.busy || n.downUntilMs === undefined || n.downUntilMs <= nowMs) return undefined
+    soonest = Math.min(soonest ?? Infinity, n.downUntilMs - nowMs)
+  }
+  return soonest === undefined ? undefined : Math.max(1, Math.ceil(soonest))
+}
+
 /** Whether the node lists the model; a static node without `models` may serve any. */
 export function servesModel(node: RoutableNode, model: string): boolean {
   return node.models === undefined || node.models.includes(model)
@@ -75,7 +93,7 @@ export function servesModel(node: RoutableNode, model: string): boolean {
 
 /** Usable nodes serving `model`, best first. */
 export function pickNodes(nodes: readonly RoutableNode[], model: string, client: GeoPoint, nowMs: number): RankedNode[] {
-  const pool = nodes.filter((n) => isUsable(n, nowMs) && servesModel(n, model)).map((n) => estimate(n, client))
+  const pool = nodes.filter((n) => isUsable(n, nowMs) && servesModel(n, model)).map((n) => estimate(n, client, nowMs))
   const ranked: RankedNode[] = []
   while (pool.length > 0) {
     const best = Math.min(...pool.map((n) => n.costMs))
@@ -90,19 +108,40 @@ export function pickNodes(nodes: readonly RoutableNode[], model: string, client:
   return ranked
 }
 
-function estimate(node: RoutableNode, client: GeoPoint): RankedNode {
+function estimate(node: RoutableNode, client: GeoPoint, nowMs: number): RankedNode {
   const distanceKm = greatCircleKm(client, node)
   const rttMs = BASE_RTT_MS + distanceKm * RTT_MS_PER_KM
-  const queueWaitMs = estimateQueueWaitMs(node)
+  const queueWaitMs = estimateQueueWaitMs(node, node.ts === undefined ? 0 : Math.max(0, nowMs - node.ts))
   // Not `{ ...node, distanceKm, … }`: on Node 20's V8 each property added after a spread costs
   // ~1 µs (5 µs here, per node per request); Object.assign builds the same object in ~0.3 µs.
   return Object.assign({}, node, { distanceKm, rttMs, queueWaitMs, costMs: rttMs + queueWaitMs })
 }
 
-export function estimateQueueWaitMs(node: Pick<RoutableNode, 'waiting' | 'tokPerSec'>): number {
+/**
+ * How long a new request would wait on this node before its prefill starts, from its heartbeat
+ * row (`ageMs` old). Continuous batching admits a waiting request as soon as the batch has a free
+ * slot, so the row's `waiting` splits in two (edge/README.md, "The queue estimate"):
+ * - requests that fit the free slots (maxBatch − running) are only queued behind the prefill
+ *   chunk, one after another: they delay a new request by their prompts' prefill
+ *   (TOKENS_PER_WAITING_REQUEST each at the node's prefill rate), work the node has done
+ *   meanwhile: the row's age is taken off it;
+ * - requests beyond the free slots wait for running ones to finish: TOKENS_PER_WAITING_REQUEST
+ *   generated tokens each at the node's aggregate tokens/s, not aged (a full batch stays full
+ *   while load keeps arriving, and the next row says so).
+ * Dividing every waiting request by the generated tokens/s instead, as this did, priced a burst
+ * that had just moved onto a neighbour region at seconds (during a burst's prefill a node
+ * generates almost nothing) and sent a region's failover traffic one region further (issue 18).
+ * A node without maxBatch (a static GPU_NODES entry) counts every waiting request as blocked.
+ */
+export function estimateQueueWaitMs(node: Pick<RoutableNode, 'waiting' | 'running' | 'maxBatch' | 'tokPerSec' | 'prefillTokPerSec'>, ageMs = 0): number {
   if (node.waiting <= 0) return 0
-  if (node.tokPerSec <= 0) return node.waiting * WAIT_MS_PER_REQUEST_WITHOUT_RATE
-  return ((node.waiting * TOKENS_PER_WAITING_REQUEST) / node.tokPerSec) * 1000
+  const freeSlots = node.maxBatch > 0 ? Math.max(0, node.maxBatch - node.running) : 0
+  const admitted = Math.min(node.waiting, freeSlots)
+  const blocked = node.waiting - admitted
+  const prefillMs = Math.max(0, ((admitted * TOKENS_PER_WAITING_REQUEST) / (node.prefillTokPerSec || DEFAULT_PREFILL_TOK_PER_SEC)) * 1000 - ageMs)
+  if (blocked === 0) return prefillMs
+  const slotMs = node.tokPerSec > 0 ? ((blocked * TOKENS_PER_WAITING_REQUEST) / node.tokPerSec) * 1000 : blocked * WAIT_MS_PER_REQUEST_WITHOUT_RATE
+  return prefillMs + slotMs
 }
 
 /** Haversine distance in km. */

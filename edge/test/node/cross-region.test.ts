@@ -1,7 +1,7 @@
 /**
  * A request the Node edge serves one region away costs its round trip and no more (issue 18).
  * Two nodes (the real node server, gpu-node/src/server, with a scripted engine) — us-east beside
- * the edge, eu-west behind bench/lib/wan-relay.ts at RTT 80 ms (us-east behind an RTT-0 relay, so
+ * the edge, eu-west behind infra/local/wan-relay.ts at RTT 80 ms (us-east behind an RTT-0 relay, so
  * both paths have the same hops); the client's location picks the region. Proven here:
  * - the edge has its connection to the far node open before the first request needs it;
  * - p50 TTFB(eu-west) − p50 TTFB(us-east) stays within RTT + SLACK_MS, for a small body and for
@@ -9,12 +9,11 @@
  * - the measurement would catch one extra round trip: the same edge with a fresh upstream
  *   connection per request (the control, a test double below) pays about one more RTT.
  */
-import { performance } from 'node:perf_hooks'
 import { Redis } from '@upstash/redis'
-import { Agent, request } from 'undici'
+import { Agent } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startLocalUpstash, type LocalUpstash } from '../../../infra/local/local-upstash.ts'
-import { startWanRelay, type WanRelay } from '../../../bench/lib/wan-relay.ts'
+import { startWanRelay, type WanRelay } from '../../../infra/local/wan-relay.ts'
 import { startTestNode, TEST_SECRET, type TestNode } from '../../../gpu-node/test/support/test-node.ts'
 import { TEST_MODEL_ID } from '../../../gpu-node/test/support/scripted-engine.ts'
 import { apiKeyRedisKey, generateApiKey, hashApiKey, toApiKeyFields } from '../../../shared/src/api-key.ts'
@@ -22,6 +21,7 @@ import { parseEdgeConfig, type EdgeConfig } from '../../src/config.ts'
 import { startNodeEdge, type NodeEdge } from '../../src/entries/node-server.ts'
 import type { UpstreamFetch } from '../../src/proxy/forward.ts'
 import { createUndiciUpstream, type UndiciUpstream } from '../../src/proxy/undici-upstream.ts'
+import { timedChat } from './timed-chat.ts'
 
 const RTT_MS = 80
 /** What a loaded 2-core machine may add to a median, ms; one extra round trip is RTT_MS. */
@@ -88,22 +88,10 @@ async function ttfb(via: NodeEdge, region: Region, bodyBytes = 0): Promise<numbe
   let body = JSON.stringify({ model: TEST_MODEL_ID, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, stream: true })
   // Whitespace the edge forwards as is and the node's parser skips: a long prompt's bytes.
   if (bodyBytes > body.length) body = body.slice(0, -1) + ' '.repeat(bodyBytes - body.length) + '}'
-  const started = performance.now()
-  const res = await request(`${via.url}/v1/chat/completions`, {
-    method: 'POST',
-    dispatcher: client,
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-zl-client-geo': `${r.lat},${r.lon}` },
-    body,
-  })
-  let first: number | undefined
-  let text = ''
-  for await (const chunk of res.body) {
-    first ??= performance.now() - started
-    text += String(chunk)
-  }
-  expect(res.statusCode, text).toBe(200)
-  expect(res.headers['x-zl-region']).toBe(region)
-  return first!
+  const res = await timedChat(via.url, { dispatcher: client, key, geo: r, body })
+  expect(res.status, res.text).toBe(200)
+  expect(res.region).toBe(region)
+  return res.ttfbMs
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!

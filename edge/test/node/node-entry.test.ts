@@ -145,6 +145,16 @@ describe('Node entry when the h2c upstream fails or floods', () => {
     expect(await res.json()).toMatchObject({ error: { type: 'server_error', code: 'upstream_unavailable' } })
   })
 
+  it('asks the next node when one breaks off mid-way through a JSON answer (the client saw nothing)', async () => {
+    const id = `break-json-once-${crypto.randomUUID()}`
+    await script(id, { 'us-east': 'break' })
+    const res = await chat(id, undefined, false)
+    expect(res.status).toBe(200)
+    expect(res.headers.get('x-zl-failover')).toBe('1')
+    expect(res.headers.get('x-zl-region')).not.toBe('us-east')
+    expect(await res.json()).toMatchObject({ object: 'chat.completion' })
+  })
+
   it('takes a JSON answer of many pieces whole (pausing the node while it waits to be read)', async () => {
     const id = `big-json-${crypto.randomUUID()}`
     await script(id, everywhere('firehose'))

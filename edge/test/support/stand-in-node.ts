@@ -16,6 +16,7 @@ import { dialectForPath } from '../../../shared/src/dialects/index.ts'
 import { renderError } from '../../../shared/src/error-body.ts'
 import { ApiError } from '../../../shared/src/api-error.ts'
 import { SSE_HEADERS } from '../../../shared/src/sse.ts'
+import { resumeSignedExtra } from '../../../shared/src/resume-wire.ts'
 import { verifySignature } from '../../../shared/src/signature.ts'
 
 /** Frames a `flood` stream sends at once. */
@@ -102,7 +103,7 @@ async function handle(req: Req, res: Res, opts: StandInOptions): Promise<void> {
   const path = new URL(req.url ?? '/', 'http://x').pathname
   const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => !k.startsWith(':')).map(([k, v]) => [k, String(v)]))
   const requestId = headers['x-request-id'] ?? ''
-  const verdict = await verifySignature({ secret: opts.secret, header: headers['x-zl-signature'], method: req.method ?? 'POST', path, requestId, body: new Uint8Array(body), nowMs: Date.now() })
+  const verdict = await verifySignature({ secret: opts.secret, header: headers['x-zl-signature'], method: req.method ?? 'POST', path, requestId, body: new Uint8Array(body), nowMs: Date.now(), extra: resumeSignedExtra((n) => headers[n]) })
   const record: Received = { node: opts.id, path, requestId, headers, body: body.toString('utf8'), signature: verdict.ok ? 'ok' : verdict.reason, clientClosed: false, completed: false }
   opts.log.push(record)
   opts.onChange()

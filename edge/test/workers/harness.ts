@@ -40,6 +40,14 @@ export async function createKey(opts: { rpm?: number; tpm?: number; models?: str
   return { key, id }
 }
 
+/** A key of its own tenant, so a test's latency hashes hold only its own requests. */
+export async function tenantKey(): Promise<{ key: string; tenant: string }> {
+  const key = generateApiKey()
+  const tenant = `lat-${crypto.randomUUID().slice(0, 8)}`
+  await testRedis().hset(apiKeyRedisKey(await hashApiKey(key)), toApiKeyFields({ id: `key-${tenant}`, tenant, name: '', rpm: 0, tpm: 0, models: ['*'], created: Date.now(), disabled: false }))
+  return { key, tenant }
+}
+
 export function uniqueRequestId(prefix = 'test'): string {
   return `${prefix}-${crypto.randomUUID()}`
 }

@@ -1,27 +1,19 @@
 /**
- * Latency records inside workerd: one sample per request, written after the response in
- * waitUntil (Redis histograms through the bridge, and Analytics Engine when bound), with the
- * request's dimensions; a client that leaves is client_aborted. Also /dashboard as bundled into
- * the Worker (Text modules) and /v1/stats/latency through the real Worker.
+ * Latency records inside workerd: one sample per request, stored after the response in
+ * waitUntil (Redis histograms through the bridge, summed per isolate and written by the request
+ * that opened the batch; and Analytics Engine when bound), with the request's dimensions; a
+ * client that leaves is client_aborted. Also /dashboard as bundled into the Worker (Text modules)
+ * and /v1/stats/latency through the real Worker.
  */
 import { createExecutionContext, SELF, waitOnExecutionContext } from 'cloudflare:test'
-import { describe, expect, it } from 'vitest'
-import { apiKeyRedisKey, generateApiKey, hashApiKey, toApiKeyFields } from '../../../shared/src/api-key.ts'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { createApp } from '../../src/app.ts'
 import type { LatencyStats } from '../../src/dashboard/latency-stats.ts'
 import type { AnalyticsEngineDataset } from '../../src/latency/analytics-engine-recorder.ts'
 import { bucketOf, latencyKey, parseField } from '../../src/latency/latency-keys.ts'
 import type { LatencyRecorder, LatencySample } from '../../src/latency/latency-recorder.ts'
 import { createWorkerDeps, type Env } from '../../src/entries/worker.ts'
-import { chatBody, edgeRequest, REGION_COORDS, script, testEnv, testRedis, uniqueRequestId } from './harness.ts'
-
-/** A key of its own tenant, so this test's histogram hashes hold only its own requests. */
-async function tenantKey(): Promise<{ key: string; tenant: string }> {
-  const key = generateApiKey()
-  const tenant = `lat-${crypto.randomUUID().slice(0, 8)}`
-  await testRedis().hset(apiKeyRedisKey(await hashApiKey(key)), toApiKeyFields({ id: `key-${tenant}`, tenant, name: '', rpm: 0, tpm: 0, models: ['*'], created: Date.now(), disabled: false }))
-  return { key, tenant }
-}
+import { chatBody, edgeRequest, REGION_COORDS, script, tenantKey, testEnv, testRedis, uniqueRequestId } from './harness.ts'
 
 /** The app as the Worker builds it, with the recorder observed; `call` waits for waitUntil work. */
 function observedApp(extraEnv: Partial<Env> = {}) {
@@ -126,6 +118,10 @@ describe('latency records in workerd', () => {
 })
 
 describe('through the Worker itself', () => {
+  afterEach(() => {
+    vi.restoreAllMocks()
+  })
+
   it('counts a request under its Cloudflare colo and serves it back from /v1/stats/latency', async () => {
     const { key, tenant } = await tenantKey()
     const res = await SELF.fetch(edgeRequest('/v1/chat/completions', chatBody(), { key, geo: REGION_COORDS['us-east'] }), { cf: { colo: 'IAD' } })
@@ -139,6 +135,45 @@ describe('through the Worker itself', () => {
     const stats = (await (await SELF.fetch(edgeRequest('/v1/stats/latency?window=5m', undefined, { key }))).json()) as LatencyStats
     expect(stats).toMatchObject({ scope: 'tenant', tenant, totals: { requests: 1 } })
     expect(stats.pairs.map((p) => [p.edge, p.region, p.requests])).toEqual([['IAD', 'us-east', 1]])
+  })
+
+  it('writes the samples of many concurrent requests in a few pipelines, and the stats read back every one', async () => {
+    const { key, tenant } = await tenantKey()
+    const n = 32
+    // Every Upstash REST call the Worker makes passes through the isolate's fetch: count the
+    // latency pipelines that carry this test's tenant (one per batch that holds its samples).
+    const fetch = globalThis.fetch
+    const latencyWrites: string[] = []
+    vi.spyOn(globalThis, 'fetch').mockImplementation((input, init) => {
+      const url = input instanceof Request ? input.url : String(input)
+      const body = typeof init?.body === 'string' ? init.body : ''
+      if (url.startsWith(testEnv.UPSTASH_REDIS_REST_URL) && /"hincrby"/i.test(body) && body.includes(`:t:${tenant}`)) latencyWrites.push(body)
+      return fetch(input, init)
+    })
+    const responses = await Promise.all(
+      Array.from({ length: n }, async () => {
+        const res = await SELF.fetch(edgeRequest('/v1/chat/completions', chatBody(), { key, geo: REGION_COORDS['eu-west'] }))
+        await res.arrayBuffer()
+        return res.status
+      }),
+    )
+    expect(responses).toEqual(responses.map(() => 200))
+    // Written in waitUntil after the responses: wait for all n.
+    const redis = testRedis()
+    const minuteKeys = () => [0, 1].map((back) => latencyKey('minute', bucketOf('minute', Date.now()) - back, { kind: 'tenant', tenant }))
+    const stored = async () => (await Promise.all(minuteKeys().map((k) => redis.hgetall(k)))).reduce((sum, h) => sum + (sums(h)['o:ok'] ?? 0), 0)
+    const deadline = Date.now() + 15_000
+    while ((await stored()) < n && Date.now() < deadline) await scheduler.wait(20)
+    expect(await stored()).toBe(n)
+    // Per request this was one pipeline of 16 commands. Batches hold 8 samples here
+    // (LATENCY_BATCH_MAX_SAMPLES in vitest.config.ts), so the 32 fill at least four, each
+    // written by the request that filled it (waking the opener from there left it hung in
+    // workerd, and nothing was stored); a loaded machine may spread them over a few more.
+    expect(latencyWrites.length).toBeGreaterThanOrEqual(n / 8)
+    expect(latencyWrites.length).toBeLessThanOrEqual(n / 8 + 3)
+    const stats = (await (await SELF.fetch(edgeRequest('/v1/stats/latency?window=5m', undefined, { key }))).json()) as LatencyStats
+    expect(stats).toMatchObject({ scope: 'tenant', tenant, totals: { requests: n } })
+    expect(stats.pairs.map((p) => [p.edge, p.region, p.requests])).toEqual([['local', 'eu-west', n]])
   })
 
   it('serves the dashboard bundled as text modules, with its Content-Security-Policy', async () => {

@@ -96,6 +96,65 @@ describe('failover before the first byte', () => {
     expect(((await res.json()) as any).error.type).toBe('server_error')
   })
 
+  it('while every node is full, answers overloaded with the wait left (not 502), and asks the nodes again once their retry hint has passed', async () => {
+    const app = appWith()
+    const { key } = await createKey()
+    const full = uniqueRequestId()
+    await script(full, { 'us-east': '503', 'eu-west': '503', 'ap-south': '503' })
+    const first = await app.fetch(edgeRequest('/v1/messages', messagesBody(), { key, requestId: full }))
+    expect(first.status).toBe(529)
+    const fullAt = Date.now()
+    // The next request, within the nodes' 250 ms: refused by the edge itself, in the dialect, with what is left of the wait.
+    const next = uniqueRequestId()
+    const refused = await app.fetch(edgeRequest('/v1/messages', messagesBody(), { key, requestId: next }))
+    const wait = Number(refused.headers.get('retry-after-ms'))
+    if (Date.now() - fullAt < 200) {
+      expect(refused.status).toBe(529)
+      expect(((await refused.json()) as any).error.type).toBe('overloaded_error')
+      expect(wait).toBeGreaterThan(0)
+      expect(wait).toBeLessThanOrEqual(250)
+      expect(await received(next)).toEqual([])
+    } else await refused.arrayBuffer()
+    // After the hint (not the 10 s mark-down of a failed node), a request is served: bounded polling.
+    let served: Response | undefined
+    for (let i = 0; i < 40 && !served; i++) {
+      const res = await app.fetch(edgeRequest('/v1/messages', messagesBody(), { key }))
+      if (res.status === 200) served = res
+      else await new Promise((r) => setTimeout(r, Math.max(10, Number(res.headers.get('retry-after-ms')) || 50)))
+    }
+    expect(served?.status).toBe(200)
+    expect(Date.now() - fullAt).toBeLessThan(2000)
+  })
+
+  it('answers overloaded with retry-after-ms (not 502) when every node is too slow to answer, and then skips them briefly as busy', async () => {
+    const app = appWith({ UPSTREAM_CONNECT_TIMEOUT_MS: '300' })
+    const { key } = await createKey()
+    const slow = uniqueRequestId()
+    await script(slow, { 'us-east': 'hang', 'eu-west': 'hang', 'ap-south': 'hang' })
+    const res = await app.fetch(edgeRequest('/v1/chat/completions', chatBody({ stream: true }), { key, requestId: slow }))
+    expect(res.status).toBe(503)
+    expect(res.headers.get('retry-after-ms')).toBe('300')
+    expect(((await res.json()) as any).error.code).toBe('overloaded')
+    const slowAt = Date.now()
+    // Within the timeout's length the edge answers at once, in the dialect, without asking the nodes.
+    const next = uniqueRequestId()
+    const refused = await app.fetch(edgeRequest('/v1/messages', messagesBody(), { key, requestId: next }))
+    if (Date.now() - slowAt < 250) {
+      expect(refused.status).toBe(529)
+      expect(Number(refused.headers.get('retry-after-ms'))).toBeGreaterThan(0)
+      expect(await received(next)).toEqual([])
+    } else await refused.arrayBuffer()
+    // Not the 10 s mark-down of a dead node: served again soon after (bounded polling).
+    let served: Response | undefined
+    for (let i = 0; i < 40 && !served; i++) {
+      const again = await app.fetch(edgeRequest('/v1/chat/completions', chatBody(), { key }))
+      if (again.status === 200) served = again
+      else await new Promise((r) => setTimeout(r, Math.max(10, Number(again.headers.get('retry-after-ms')) || 50)))
+    }
+    expect(served?.status).toBe(200)
+    expect(Date.now() - slowAt).toBeLessThan(2000)
+  })
+
   it('answers 502 in the dialect when no node can be reached', async () => {
     const dead = (id: string) => ({ id, url: testEnv.TEST_DEAD_URL, region: id, lat: 0, lon: 0, models: ['tiny'] })
     const app = appWith({ GPU_NODES: JSON.stringify([dead('a'), dead('b')]) })
@@ -137,6 +196,18 @@ describe('pass-through', () => {
 })
 
 describe('non-streaming answers', () => {
+  it('are asked again on the next node when one breaks off mid-document (the client saw nothing)', async () => {
+    const { key } = await createKey()
+    const requestId = uniqueRequestId()
+    await script(requestId, { 'us-east': 'break' })
+    const res = await SELF.fetch(edgeRequest('/v1/messages', messagesBody(), { key, requestId, geo: REGION_COORDS['us-east'] }))
+    expect(res.status).toBe(200)
+    expect(res.headers.get('x-zl-failover')).toBe('1')
+    expect(res.headers.get('x-zl-region')).not.toBe('us-east')
+    expect(await res.json()).toMatchObject({ type: 'message', content: [{ type: 'text', text: expect.stringMatching(/^hello from (eu-west|ap-south)$/) }] })
+    expect((await received(requestId)).map((r) => r.node)[0]).toBe('us-east')
+  })
+
   it('are taken whole: a node that breaks off mid-document gives a clean 502, never a truncated body', async () => {
     const { key } = await createKey()
     const requestId = uniqueRequestId()

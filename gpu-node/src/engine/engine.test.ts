@@ -97,6 +97,27 @@ describe('Engine', () => {
     await engine.close()
   })
 
+  it('refuses a request whose estimated wait exceeds maxQueueWaitMs, with that wait as retry-after; without the bound it queues', async () => {
+    for (const maxQueueWaitMs of [250, 0]) {
+      const runner = new ScriptedRunner()
+      let open!: () => void
+      runner.gate = new Promise((r) => (open = r))
+      const engine = engineWith(runner, { maxBatch: 1, maxQueueWaitMs })
+      const first = run(engine, request('w0', { maxTokens: 20 }))
+      await until(() => runner.plans.length === 1)
+      // No token rate measured yet: the estimate is 100 ms per queued request ahead, plus one.
+      const queued = [run(engine, request('w1')), run(engine, request('w2'))]
+      const over = run(engine, request('w3'))
+      expect(queued.map((q) => q.submitted.ok)).toEqual([true, true])
+      if (maxQueueWaitMs > 0) expect(over.submitted).toEqual({ ok: false, code: 'overloaded', retryAfterMs: 300 })
+      else expect(over.submitted.ok).toBe(true)
+      runner.gate = null
+      open()
+      await Promise.all([first.done, ...queued.map((q) => q.done), ...(over.submitted.ok ? [over.done] : [])])
+      await engine.close()
+    }
+  })
+
   it('frees an aborted sequence at the next step', async () => {
     const runner = new ScriptedRunner()
     const freed: number[] = []

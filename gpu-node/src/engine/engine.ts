@@ -82,6 +82,15 @@ export class Engine implements EngineHandle {
     if (req.deadlineMs !== undefined && this.now() + this.estimateWaitMs() > req.deadlineMs) {
       return { ok: false, code: 'overloaded', retryAfterMs: this.estimateWaitMs() }
     }
+    // Under sustained overload a queue bounded only by its length grows a wait no client keeps
+    // waiting for (measured: 3× overload through the edge, queued requests' clients timed out at
+    // 30 s). Refusing at once with the wait as retry-after-ms lets the edge try another node and
+    // the client back off, as an honest 503 should.
+    const maxWait = this.scheduler.limits.maxQueueWaitMs
+    if (maxWait && this.scheduler.queue.length > 0) {
+      const wait = this.estimateWaitMs()
+      if (wait > maxWait) return { ok: false, code: 'overloaded', retryAfterMs: wait }
+    }
     if (!this.scheduler.add(seq)) return { ok: false, code: 'overloaded', retryAfterMs: this.estimateWaitMs() }
     this.admitted.set(req.id, { seq, onEvent })
     this.wake()

@@ -34,6 +34,8 @@ export class Sequence {
   private readonly detok: IncrementalDetokenizer
   private readonly stopper: StopChecker
   private readonly eos: ReadonlySet<number>
+  /** Generated tokens whose text has been reported by a text event (or was delivered before a resume). */
+  private reported = 0
 
   constructor(
     readonly seqId: number,
@@ -49,6 +51,26 @@ export class Sequence {
     this.detok = new IncrementalDetokenizer(decoder)
     this.stopper = new StopChecker(req.stop)
     this.eos = new Set(req.ignoreEos ? [] : eosTokenIds)
+    if (req.resumeTokens) this.replay(req.resumeTokens)
+  }
+
+  /**
+   * A continuation's delivered tokens: pushed through the same detokenizer and stop checker as
+   * when they were generated, so the state they hold (a partial UTF-8 character, a tail that may
+   * still become a stop string) is exactly the original's, and the text they release is dropped
+   * (the client has it). They ended no generation originally, so no EOS or stop check applies.
+   */
+  private replay(delivered: readonly number[]): void {
+    for (const token of delivered) {
+      this.tokens.push(token)
+      this.stopper.push(this.detok.push(token))
+    }
+    this.reported = delivered.length
+    // The flush frame went out too: what the pipeline holds is already the client's.
+    if (this.req.resumeFlushed) {
+      this.stopper.push(this.detok.flush())
+      this.stopper.flush()
+    }
   }
 
   get priority(): number {
@@ -61,13 +83,23 @@ export class Sequence {
 
   /** Appends a sampled token, its text event (if any) to `out`; returns true when the sequence finished. */
   append(token: number, out: RequestEvent[]): boolean {
+    // Only a continuation can get here with its budget spent (its stream broke between the last
+    // text and the finish): the answer ended at the length limit, as it did originally.
+    if (this.generated >= this.req.maxTokens) return this.finish(out, 'length')
     if (this.eos.has(token)) return this.finish(out, 'stop')
     this.tokens.push(token)
     const { emit, stopped } = this.stopper.push(this.detok.push(token))
-    if (emit) out.push({ id: this.req.id, event: { type: 'text', text: emit, completionTokens: this.generated } })
+    if (emit) out.push({ id: this.req.id, event: { type: 'text', text: emit, completionTokens: this.generated, tokens: this.takeReported() } })
     if (stopped !== undefined) return this.finish(out, 'stop_sequence', stopped)
     if (this.generated >= this.req.maxTokens) return this.finish(out, 'length')
     return false
+  }
+
+  /** The generated tokens not yet reported: all of them have their text in the event being built. */
+  private takeReported(): number[] {
+    const from = this.promptLen + this.reported
+    this.reported = this.generated
+    return this.tokens.slice(from)
   }
 
   /** Ends the sequence once: flushes held text (unless a stop string cut it) and adds `finish` to `out`. */
@@ -76,7 +108,7 @@ export class Sequence {
     this.state = 'finished'
     if (reason === 'stop' || reason === 'length') {
       const rest = this.stopper.push(this.detok.flush()).emit + this.stopper.flush()
-      if (rest) out.push({ id: this.req.id, event: { type: 'text', text: rest, completionTokens: this.generated } })
+      if (rest) out.push({ id: this.req.id, event: { type: 'text', text: rest, completionTokens: this.generated, tokens: this.takeReported(), flush: true } })
     }
     out.push({ id: this.req.id, event: {
       type: 'finish',

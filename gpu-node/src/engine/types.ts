@@ -27,6 +27,11 @@ export interface EngineLimits {
   prefixCacheBytes?: number
   /** Tokens per prefix-cache block (default 16). */
   prefixBlockTokens?: number
+  /**
+   * A new request is refused (overloaded, with the estimate as retry-after-ms) when the estimated
+   * wait before its first token exceeds this; 0 or absent: only maxQueue bounds the queue.
+   */
+  maxQueueWaitMs?: number
 }
 
 /** A generation request as the engine sees it: tokens in, stop rules, sampling. */
@@ -45,11 +50,21 @@ export interface EngineRequest {
   ignoreEos?: boolean
   /** Prefix-cache salt: requests reuse each other's cached blocks only when their salts are equal (the tenant). */
   cacheSalt?: string
+  /**
+   * A continuation (resume-wire.ts): tokens already generated and delivered elsewhere. They join
+   * the sequence as generated tokens (prefilled after the prompt, counted in usage, replayed
+   * through the sampler and the text pipeline) and their text is never emitted again.
+   */
+  resumeTokens?: number[]
+  /** The client also has the text the finish flush released after resumeTokens: flush silently after the replay. */
+  resumeFlushed?: boolean
 }
 
 /** What a request's consumer receives, in order: zero or more `text`, then exactly one `finish`. */
 export type EngineEvent =
-  | { type: 'text'; text: string; completionTokens: number }
+  /** `tokens`: the generated ids whose text this event completes (since the previous text event). */
+  /** `flush`: the text held to the end, released as the sequence finishes. */
+  | { type: 'text'; text: string; completionTokens: number; tokens: number[]; flush?: true }
   | { type: 'finish'; reason: FinishReason; usage: Usage; stopSequence?: string; error?: { code: string } }
 
 /** An event and the request it belongs to, as the scheduler returns them for the engine to deliver. */

@@ -17,6 +17,8 @@ export interface SignedRequest {
   requestId: string
   signatureHeader: string | undefined
   body: Uint8Array
+  /** The signed resume headers (resume-wire.ts resumeSignedExtra), '' for an ordinary request. */
+  extra?: string
 }
 
 /**
@@ -46,6 +48,7 @@ export function createSignatureCheck(opts: { secret?: string; allowUnsigned: boo
       requestId: req.requestId,
       body: req.body,
       nowMs: now(),
+      extra: req.extra ?? '',
     }, nodeDigest)
     if (!result.ok) throw new ApiError('unauthorized', MESSAGES[result.reason])
     return true

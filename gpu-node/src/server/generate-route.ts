@@ -10,12 +10,14 @@ import type { DialectCodec, ResponseMeta } from '../../../shared/src/dialects/in
 import { isCompletedReason } from '../../../shared/src/finish-reason.ts'
 import { parseJsonBody } from '../../../shared/src/json-body.ts'
 import { resolveSampling, type GenerateRequest } from '../../../shared/src/generation.ts'
+import { resumeIdLine, resumeSignedExtra } from '../../../shared/src/resume-wire.ts'
 import type { EngineEvent, EngineHandle, EngineRequest, SubmitResult } from '../engine/types.ts'
 import type { PromptEncoder } from '../model/prompt-encoder.ts'
 import type { SignatureCheck } from './edge-signature.ts'
 import { DRAINING_RETRY_AFTER_MS, type NodeState } from './node-state.ts'
 import { readBody } from './read-body.ts'
-import type { RequestContext } from './request-context.ts'
+import { headerValue, type RequestContext } from './request-context.ts'
+import { readResumeAsk, type ResumeAsk } from './resume-request.ts'
 import { sendError, sendJson } from './respond.ts'
 import { SseStream } from './sse-stream.ts'
 import { resolveMaxTokens } from './token-budget.ts'
@@ -38,6 +40,7 @@ interface Prepared {
   meta: ResponseMeta
   /** Completions `echo`: the prompt is sent as the first text. */
   echoText: string
+  resume: ResumeAsk
 }
 
 /** Answers one generate request; throws ApiError (or anything) before the response started. */
@@ -50,8 +53,9 @@ export async function handleGenerate(ctx: RequestContext, codec: DialectCodec, d
     requestId: ctx.requestIdHeader,
     signatureHeader: ctx.wire.signature,
     body,
+    extra: resumeSignedExtra((name) => headerValue(ctx.req, name)),
   })
-  const prepared = prepare(ctx, codec, deps, parseJsonBody(body))
+  const prepared = prepare(ctx, codec, deps, parseJsonBody(body), readResumeAsk(ctx.req))
   // Cached KV is shared only within a tenant (vLLM's cache_salt): a shared cache would let one
   // tenant learn from timing whether another sent a prompt. Only a tenant the edge vouches for
   // (a verified signature) salts; direct unsigned use shares one salt.
@@ -66,7 +70,7 @@ export async function handleGenerate(ctx: RequestContext, codec: DialectCodec, d
   else runCollecting(ctx, codec, deps, prepared)
 }
 
-function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, json: unknown): Prepared {
+function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, json: unknown, resume: ResumeAsk): Prepared {
   const gen = codec.parse(json)
   const { encoder } = deps
   if (gen.model !== encoder.modelId) {
@@ -85,28 +89,39 @@ function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, j
   }
   if (ctx.wire.deadlineMs !== undefined) engineReq.deadlineMs = ctx.wire.deadlineMs
   if (gen.ignoreEos) engineReq.ignoreEos = true
+  // The edge's seed applies only where the client gave none: a client's own seed always wins.
+  if (resume.seed !== undefined && engineReq.sampling.seed === undefined) engineReq.sampling = { ...engineReq.sampling, seed: resume.seed }
+  // Only a stream is continued: a JSON answer is simply asked again from scratch.
+  if (gen.stream && resume.resume) {
+    engineReq.resumeTokens = resume.resume.tokens
+    if (resume.resume.flushed) engineReq.resumeFlushed = true
+  }
   const meta: ResponseMeta = { requestId: ctx.requestId, model: gen.model, created: Math.floor(Date.now() / 1000) }
   const echoText = gen.echo && gen.input.kind === 'text' ? gen.input.prompt : ''
-  return { gen, engineReq, meta, echoText }
+  return { gen, engineReq, meta, echoText, resume }
 }
 
 function runStreaming(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, p: Prepared): void {
   const encoder = codec.streamEncoder(Object.assign({}, p.meta, { promptTokens: p.engineReq.promptTokens.length, includeUsage: p.gen.includeUsage }))
   const stream = new SseStream(ctx.req, ctx.res, () => abortForClient(ctx, deps, p.engineReq.id, () => ctx.res.destroy()))
   let firstText = true
+  const continuing = p.engineReq.resumeTokens !== undefined
   const release = submit(ctx, deps, p.engineReq, (event) => {
     if (event.type === 'text') {
       if (firstText) stream.stopKeepAlive()
       firstText = false
-      stream.write(encoder.text(event.text))
+      const frame = encoder.text(event.text)
+      // The id line rides at the head of the frame: the edge counts a frame delivered only whole.
+      stream.write(p.resume.resumable && frame !== '' ? resumeIdLine(event.completionTokens, event.tokens, event.flush === true) + frame : frame)
       return
     }
     if (isCompletedReason(event.reason)) stream.end(encoder.finish(event.reason, event.usage, event.stopSequence))
     else stream.end(encoder.error(engineFailure(event)))
   })
   // Reached only when the engine admitted the request: now the status is known to be 200.
-  stream.open({ 'x-request-id': ctx.requestId }, encoder.start())
-  if (p.echoText) stream.write(encoder.text(p.echoText))
+  // A continuation's client already has the preamble (role chunk, message_start, echo).
+  stream.open({ 'x-request-id': ctx.requestId }, continuing ? '' : encoder.start())
+  if (p.echoText && !continuing) stream.write(encoder.text(p.echoText))
   stream.startKeepAlive(deps.keepAliveMs)
   ctx.onClientGone(() => stream.stopKeepAlive())
   release()

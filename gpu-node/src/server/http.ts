@@ -24,7 +24,7 @@ const H2_MAX_SESSION_MEMORY_MB = 64
 /**
  * HTTP/2 flow control. Node's server advertises the protocol's default windows (64 KiB per stream
  * and per connection), so an edge one region away could send only 64 KiB of a prompt per round
- * trip: measured through bench/lib/wan-relay.ts at RTT 100 ms, a 200 kB body's first byte came
+ * trip: measured through infra/local/wan-relay.ts at RTT 100 ms, a 200 kB body's first byte came
  * back after 564 ms against 111 ms for a small one (4.5 extra RTTs of WINDOW_UPDATEs). The node
  * reads every body whole anyway (bounded by MAX_BODY_BYTES), so its windows let the largest body
  * it accepts arrive in one flight, and the connection's let many of them arrive at once.

@@ -110,7 +110,7 @@ export class ScriptedEngine implements EngineHandle {
       const onEvent = this.live.get(req.id)
       if (!onEvent) return
       tokens += 1
-      onEvent({ type: 'text', text, completionTokens: tokens })
+      onEvent({ type: 'text', text, completionTokens: tokens, tokens: [tokens] }) // a scripted engine has no real ids: the count stands in
     }
     await new Promise((r) => setImmediate(r))
     const finish: EngineEvent = { type: 'finish', reason: script.reason, usage: { promptTokens: req.promptTokens.length, completionTokens: tokens } }

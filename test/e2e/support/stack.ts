@@ -11,6 +11,7 @@ import { Redis } from '@upstash/redis'
 import { freePort } from '../../../infra/local/redis-process.ts'
 import { edgeEnv, LOCAL, REGIONS, stackRegions, type EdgeKind, type Region, type StackOptions } from '../../../infra/local/stack-config.ts'
 import { startStack, type RunningStack } from '../../../infra/local/stack.ts'
+import type { WanOptions } from '../../../infra/local/stack-config.ts'
 import { Metrics, pollUntil } from '../../node/gpu-node-process.ts'
 
 export { pollUntil }
@@ -22,6 +23,10 @@ export interface TestStackOptions {
   edge?: EdgeKind
   edgeVars?: Record<string, string>
   nodeVars?: Record<string, string>
+  /** The GPU nodes' nice(1) increment (stack-config.ts nodeNice; default none). */
+  nodeNice?: number
+  /** WAN delays between the edge (first region) and the other regions' nodes (infra/local/stack-wan.ts). */
+  wan?: WanOptions
 }
 
 export interface TestStack {
@@ -75,6 +80,8 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
     ports: { redis: redis!, bridge: bridge!, edge: edge!, inspector: inspector!, nodes },
     ...(options.edgeVars ? { edgeVars: options.edgeVars } : {}),
     ...(options.nodeVars ? { nodeVars: options.nodeVars } : {}),
+    ...(options.wan ? { wan: options.wan } : {}),
+    ...(options.nodeNice ? { nodeNice: options.nodeNice } : {}),
   }
   const status: string[] = []
   const fatal: string[] = []
@@ -123,7 +130,7 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
     upstash: new Redis({ url: upstashUrl, token: LOCAL.upstashToken, enableTelemetry: false }),
     upstashUrl,
     regions: [...byName.values()],
-    edgeEnv: edgeEnv(opts),
+    edgeEnv: edgeEnv(running.opts),
     running,
     status,
     fatal,
@@ -141,7 +148,7 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
         name,
         command: process.execPath,
         args: ['--import', 'tsx', 'edge/src/entries/node.ts'],
-        env: { ...edgeEnv(opts), ...vars, HOST: LOCAL.host, PORT: String(port) },
+        env: { ...edgeEnv(running.opts), ...vars, HOST: LOCAL.host, PORT: String(port) },
         ready: async () => {
           const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2000) })
           await res.body?.cancel()

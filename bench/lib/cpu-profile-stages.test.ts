@@ -1,0 +1,35 @@
+/** The stage breakdown of a V8 CPU profile that docs/PERFORMANCE.md's edge table is made from. */
+import { describe, expect, it } from 'vitest'
+import { stagesOf, type CpuProfile } from './cpu-profile-stages.ts'
+
+const ROOT = 'file:///repo/'
+// root → hono compose → validate.ts → zod (leaf); root → node:http parser (leaf); idle; GC.
+const profile: CpuProfile = {
+  nodes: [
+    { id: 1, callFrame: { url: '', functionName: '(root)' }, children: [2, 5, 6, 7, 9] },
+    { id: 2, callFrame: { url: `${ROOT}node_modules/hono/dist/compose.js`, functionName: 'dispatch' }, children: [3] },
+    { id: 3, callFrame: { url: `${ROOT}edge/src/middleware/validate.ts`, functionName: '' }, children: [4] },
+    { id: 4, callFrame: { url: `${ROOT}node_modules/zod/v4/core/schemas.js`, functionName: 'parse' }, children: [8] },
+    { id: 5, callFrame: { url: 'node:_http_common', functionName: 'parserOnHeadersComplete' } },
+    { id: 6, callFrame: { url: '', functionName: '(idle)' } },
+    { id: 7, callFrame: { url: '', functionName: '(garbage collector)' } },
+    { id: 8, callFrame: { url: `${ROOT}shared/src/dialects/openai-chat.ts`, functionName: 'toChatMessage' } },
+    { id: 9, callFrame: { url: `${ROOT}node_modules/hono/dist/hono-base.js`, functionName: 'dispatch' } },
+  ],
+  samples: [4, 4, 8, 5, 6, 6, 6, 7, 9],
+  timeDeltas: [100, 100, 100, 100, 100, 100, 100, 100, 100],
+}
+
+describe('CPU profile by edge stage', () => {
+  it('charges a library frame to the innermost frame of ours above it, and the rest to their leaf; idle is left out', () => {
+    const stages = stagesOf(profile)
+    const share = Object.fromEntries(stages.map((s) => [s.stage, s.share]))
+    // 6 busy samples: 3 under validate.ts (zod twice, our codec once), 1 HTTP parser, 1 GC, 1 Hono.
+    expect(share['body read + validation']).toBeCloseTo(3 / 6)
+    expect(share['Node internals (HTTP, streams, net)']).toBeCloseTo(1 / 6)
+    expect(share['GC']).toBeCloseTo(1 / 6)
+    expect(share['Hono (router, context, compose)']).toBeCloseTo(1 / 6)
+    expect(stages[0]!.files).toEqual(['edge/src/middleware/validate.ts', 'shared/src/dialects/openai-chat.ts'])
+    expect(stages.reduce((n, s) => n + s.samples, 0)).toBe(6)
+  })
+})

@@ -1,0 +1,29 @@
+/**
+ * Bench-only: the edge's body check alone, for instruction counts under callgrind (issue 18,
+ * "Lazy validation"). Takes commands over the IPC channel: `{ mode, size, count }` runs `count`
+ * times, over the bench's OpenAI chat body of that size (`1kb` | `100kb`), either
+ * `full` (UTF-8 decode + JSON.parse + the dialect's zod parser: what parseGenerate does) or
+ * `json` (decode + JSON.parse only), then answers `{ done: true }`. Prints {"msg":"ready"} first.
+ */
+import { openAIChatCodec } from '../../shared/src/dialects/openai-chat.ts'
+import { parseJsonBody } from '../../shared/src/json-body.ts'
+import { buildBody } from '../load/dialects.ts'
+
+const text = (bytes: number) => 'lorem ipsum dolor sit amet '.repeat(Math.ceil(bytes / 27)).slice(0, bytes)
+const bodies: Record<string, Uint8Array> = {
+  '1kb': buildBody('openai-chat', { model: 'bench-instant', text: text(900), maxTokens: 16, stream: false }),
+  '100kb': buildBody('openai-chat', { model: 'bench-instant', text: text(100_000), maxTokens: 16, stream: false }),
+}
+let sink = 0
+const modes: Record<string, (b: Uint8Array) => void> = {
+  full: (b) => void (sink += openAIChatCodec.parse(parseJsonBody(b)).maxTokens ?? 0),
+  json: (b) => void (sink += (parseJsonBody(b) as { max_tokens: number }).max_tokens),
+}
+process.on('message', (m: { mode: string; size: string; count: number }) => {
+  const run = modes[m.mode]
+  const body = bodies[m.size]
+  if (!run || !body) return void process.send?.({ error: `unknown mode or size: ${m.mode} ${m.size}` })
+  for (let i = 0; i < m.count; i++) run(body)
+  process.send?.({ done: true, sink })
+})
+console.log(JSON.stringify({ msg: 'ready' }))

@@ -1,0 +1,27 @@
+/**
+ * The edge section's fair measurements (issue 18), run by edge.ts after its unpinned phases,
+ * against the same limiter (redis-server + the Upstash bridge) and the same instant upstream:
+ * - pinned latency (edge-pinned.ts): edge, bare Hono passthrough and nginx, each alone on core 0;
+ * - instructions per request (edge-instructions.ts): edge and bare passthrough under callgrind;
+ * - the edge's full body check in instructions at 1 kB and 100 kB (lazy validation's evidence);
+ * - where the edge's CPU goes by stage (edge-profile.ts), for docs/PERFORMANCE.md.
+ */
+import type { BenchContext } from '../lib/report-types.ts'
+import { measureValidationCost, runEdgeInstructions } from './edge-instructions.ts'
+import { runPinnedEdge, type PinnedEdgeInput, type PinnedEdgeResult } from './edge-pinned.ts'
+import { profileEdgeStages } from './edge-profile.ts'
+
+export async function runFairEdge(ctx: BenchContext, input: PinnedEdgeInput): Promise<PinnedEdgeResult> {
+  const notes: string[] = []
+  const pinned = await runPinnedEdge(ctx, input)
+  notes.push(...pinned.notes)
+  const profile = await profileEdgeStages(ctx, input)
+  const instructions = await runEdgeInstructions(ctx, input)
+  notes.push(...instructions.notes)
+  const validation = await measureValidationCost(ctx)
+  return {
+    figures: { ...pinned.figures, ...instructions.figures },
+    raw: { pinned: pinned.raw, instructions: { ...instructions.raw, ...(validation ? { body_check_per_call: validation } : {}) }, profile },
+    notes,
+  }
+}

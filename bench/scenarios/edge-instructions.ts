@@ -1,0 +1,203 @@
+/**
+ * CPU cost per request in instructions (issue 18 item 2): the Node edge and the bare Hono
+ * passthrough, each in its own process under valgrind's callgrind (bench/lib/callgrind.ts),
+ * pinned to core 0, one after the other in the same run, in front of the instant upstream
+ * (core 1, with the load generator, the Upstash bridge and redis). Through the edge: auth, both
+ * rate limits (real redis-server + the bridge), validation and signing, as in production.
+ *
+ * Per proxy and request kind (non-streaming ~1 kB, streaming ~1 kB, non-streaming ~100 kB):
+ * - warm-up: `warm` requests of every kind first, with callgrind's instrumentation off (fast), so
+ *   V8 has tiered the path up (optimised code) before anything is counted;
+ * - count: BATCHES times, zero the counters, send N requests one at a time, dump; per request =
+ *   count / N. The figure is the median over batches, their spread is reported. (Differencing
+ *   N and 2N batches was tried first: it doubled the variance, and the zero/dump pair costs
+ *   nothing next to N requests.) Time-driven work (cache and registry refreshes, lease renewals,
+ *   batched writes) lands on more requests under callgrind, whose wall time per request is ~100×
+ *   native: it is in the counts, more of it than a native process would pay per request.
+ * Counted on the main thread (the request path and its share of GC); V8's compiler and GC helper
+ * threads, which run in bursts, are reported beside it (all threads).
+ * The figure `instructions_per_request_over_bare` is edge ÷ bare for the non-streaming kind.
+ */
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { performance } from 'node:perf_hooks'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { benchAgent, sendRequest } from '../load/client.ts'
+import { buildBody } from '../load/dialects.ts'
+import { closedLoop } from '../load/generators.ts'
+import { bundleEntry } from '../lib/bundle.ts'
+import { CallgrindCounter, callgrindWrap, hasCallgrind } from '../lib/callgrind.ts'
+import { hasTaskset, pinSelf, spawnProc } from '../lib/procs.ts'
+import type { BenchContext } from '../lib/report-types.ts'
+import { startBarePassthrough, startNodeEdge, type EdgeProc } from '../lib/services.ts'
+import { median, round } from '../lib/stats.ts'
+
+/** Batches of N requests counted per kind; the figure is their median (see the file comment). */
+const BATCHES = 4
+const IDLE_MS = 5000
+import type { PinnedEdgeInput, PinnedEdgeResult } from './edge-pinned.ts'
+
+export const REQUEST_KINDS = ['non_streaming_1kb', 'streaming_1kb', 'non_streaming_100kb'] as const
+export type RequestKind = (typeof REQUEST_KINDS)[number]
+
+export interface KindCount {
+  /** Instructions per request, per batch. */
+  repeats: number[]
+  /** Median over the batches, per request. */
+  median: number
+  /** (max − min) / median over the batches. */
+  spread: number
+  /** The same with V8's compiler and GC helper threads included. */
+  all_threads_repeats: number[]
+}
+
+export function requestBodies(model: string): Record<RequestKind, { body: Uint8Array; stream: boolean }> {
+  const text = (bytes: number) => 'lorem ipsum dolor sit amet '.repeat(Math.ceil(bytes / 27)).slice(0, bytes)
+  return {
+    non_streaming_1kb: { body: buildBody('openai-chat', { model, text: text(900), maxTokens: 16, stream: false }), stream: false },
+    streaming_1kb: { body: buildBody('openai-chat', { model, text: text(900), maxTokens: 16, stream: true }), stream: true },
+    non_streaming_100kb: { body: buildBody('openai-chat', { model, text: text(100_000), maxTokens: 16, stream: false }), stream: false },
+  }
+}
+
+export async function runEdgeInstructions(ctx: BenchContext, input: PinnedEdgeInput): Promise<PinnedEdgeResult> {
+  if (!hasCallgrind()) {
+    return { figures: { instructions_per_request_over_bare: null }, raw: {}, notes: ['instruction counts: valgrind (callgrind) is not installed (apt-get install -y valgrind); skipped'] }
+  }
+  // Counted under callgrind a request costs ~0.1 s of CPU (JIT code is re-translated as V8
+  // rewrites it); the warm-up runs uninstrumented (callgrind.ts). The quick run counts fewer
+  // requests and leaves the 100 kB kind out.
+  const n = ctx.quick ? 60 : 100
+  const warm = ctx.quick ? 1500 : 3000
+  const kindsCounted = ctx.quick ? REQUEST_KINDS.filter((k) => k !== 'non_streaming_100kb') : [...REQUEST_KINDS]
+  const kinds = requestBodies(input.model)
+  const pinned = hasTaskset()
+  const unpinSelf = pinned ? pinSelf('1') : () => {}
+  const agent = benchAgent()
+  const counts: Record<'edge' | 'bare', Partial<Record<RequestKind, KindCount>>> = { edge: {}, bare: {} }
+  const notes: string[] = []
+  const idlePerS: Partial<Record<'edge' | 'bare', { main: number; all: number }>> = {}
+  const batchWallMs: Partial<Record<'edge' | 'bare', number[]>> = {}
+  try {
+    for (const which of ['edge', 'bare'] as const) {
+      const dir = mkdtempSync(join(tmpdir(), 'zl-bench-callgrind-'))
+      const outFile = join(dir, `${which}.out`)
+      // Both proxies bundled the same way (bundle.ts: tsx's loader under valgrind takes minutes).
+      const bundle = which === 'edge' ? bundleEntry('edge/src/entries/node.ts', join(dir, 'edge.mjs'), 'edge/src/dashboard/file-assets.ts') : bundleEntry('bench/probe/bare-hono-passthrough.ts', join(dir, 'bare.mjs'))
+      const opts = { wrap: callgrindWrap(outFile), bundle, readyTimeoutMs: 600_000, ...(pinned ? { cpus: '0' } : {}) }
+      const t0 = performance.now()
+      // Under callgrind every step takes ~100× its wall time: the limiter's and the upstream's
+      // timeouts are raised so that a slow process is not mistaken for a slow store or node.
+      const slowEnv = { ...input.edgeEnv, RATE_LIMIT_TIMEOUT_MS: '60000', UPSTREAM_CONNECT_TIMEOUT_MS: '120000' }
+      const proc: EdgeProc = which === 'edge' ? await startNodeEdge(slowEnv, opts) : await startBarePassthrough(input.instantUrl, opts)
+      try {
+        const counter = new CallgrindCounter(proc.proc.pid, outFile)
+        const headers: Record<string, string> = which === 'edge' ? { authorization: `Bearer ${input.apiKey}` } : {}
+        const send = async (kind: RequestKind) => {
+          const { body, stream } = kinds[kind]
+          const rec = await sendRequest({ origin: proc.url, dialect: 'openai-chat', body, stream, headers, dispatcher: agent, timeoutMs: 120_000 })
+          if (rec.status !== 200 || rec.error) throw new Error(`${which} under callgrind: ${kind} answered ${rec.error ?? `HTTP ${rec.status}`}`)
+        }
+        ctx.log(`instructions: ${which} started under callgrind (${((performance.now() - t0) / 1000).toFixed(0)} s); warming up with ${warm} requests of each kind`)
+        for (const kind of kindsCounted) {
+          const w0 = performance.now()
+          await closedLoop({ concurrency: 4, durationMs: 900_000, graceMs: 60_000, maxRequests: warm, run: () => send(kind) })
+          ctx.log(`instructions: ${which} warmed up on ${kind} (${((performance.now() - w0) / 1000).toFixed(0)} s)`)
+        }
+        counter.instrument()
+        for (const kind of kindsCounted) {
+          const repeats: number[] = []
+          const repeatsAll: number[] = []
+          for (let rep = 0; rep < BATCHES; rep++) {
+            counter.zero()
+            const b0 = performance.now()
+            for (let i = 0; i < n; i++) await send(kind)
+            const c = counter.dump()
+            ;(batchWallMs[which] ??= []).push((performance.now() - b0) / n)
+            repeats.push(c.main / n)
+            repeatsAll.push(c.all / n)
+          }
+          const mid = median(repeats)
+          counts[which][kind] = {
+            repeats: repeats.map((x) => Math.round(x)),
+            median: Math.round(mid),
+            spread: round((Math.max(...repeats) - Math.min(...repeats)) / mid, 4),
+            all_threads_repeats: repeatsAll.map((x) => Math.round(x)),
+          }
+          ctx.log(`instructions: ${which} ${kind}: main thread ${repeats.map((x) => Math.round(x).toLocaleString('en')).join(' / ')} per request; all threads ${repeatsAll.map((x) => Math.round(x).toLocaleString('en')).join(' / ')}`)
+        }
+        // What the process does with no requests at all (clock-driven work), per second of wall
+        // time, and per request at the counted batches' pace: the part of the counts that a native
+        // process, ~100× faster per request, would spread over ~100× more requests.
+        counter.zero()
+        const i0 = performance.now()
+        await sleep(IDLE_MS)
+        const idle = counter.dump()
+        idlePerS[which] = { main: Math.round(idle.main / ((performance.now() - i0) / 1000)), all: Math.round(idle.all / ((performance.now() - i0) / 1000)) }
+        ctx.log(`instructions: ${which} idle: ${idlePerS[which]!.main.toLocaleString('en')} per second (main thread)`)
+      } finally {
+        await proc.stop()
+      }
+    }
+  } finally {
+    unpinSelf()
+    await agent.close()
+  }
+  const ratio = (k: RequestKind) => round(counts.edge[k]!.median / counts.bare[k]!.median)
+  const spreads = kindsCounted.flatMap((k) => [counts.edge[k]!.spread, counts.bare[k]!.spread])
+  if (Math.max(...spreads) > 0.01) notes.push(`instruction counts: batches of one kind differed by up to ${(Math.max(...spreads) * 100).toFixed(1)} % of their median (target ≤ 1 %)`)
+  return {
+    figures: { instructions_per_request_over_bare: ratio('non_streaming_1kb') },
+    raw: {
+      method: `callgrind (main thread; all threads beside it), each proxy bundled (esbuild) and on core 0; ${warm} warm-up requests of each kind, then per kind ${BATCHES} batches of N = ${n} requests one at a time, counters zeroed before each; per request = median over batches of count / N`,
+      per_request: counts,
+      idle_per_s: idlePerS,
+      wall_ms_per_counted_request: Object.fromEntries(Object.entries(batchWallMs).map(([k, v]) => [k, round(median(v), 1)])),
+      edge_over_bare: Object.fromEntries(kindsCounted.map((k) => [k, ratio(k)])),
+      edge_minus_bare: Object.fromEntries(kindsCounted.map((k) => [k, counts.edge[k]!.median - counts.bare[k]!.median])),
+    },
+    notes,
+  }
+}
+
+/**
+ * What the edge's full body check costs (issue 18, "Lazy validation"): bench/probe/validate-cost.ts
+ * under callgrind runs the check in a loop on the bench's 1 kB and 100 kB bodies, full (UTF-8
+ * decode + JSON.parse + the dialect's zod parser) and JSON only; per call = (count(2K) − count(K)) / K
+ * after a warm-up of the same loop. Compare with the edge's per-request counts.
+ */
+export async function measureValidationCost(ctx: BenchContext): Promise<Record<string, number> | undefined> {
+  if (!hasCallgrind()) return undefined
+  const dir = mkdtempSync(join(tmpdir(), 'zl-bench-callgrind-'))
+  const outFile = join(dir, 'validate.out')
+  const bundle = bundleEntry('bench/probe/validate-cost.ts', join(dir, 'validate.mjs'))
+  const wrap = callgrindWrap(outFile)
+  const proc = spawnProc('validate-cost', wrap[0]!, [...wrap.slice(1), process.execPath, bundle], { ipc: true, ...(hasTaskset() ? { cpus: '0' } : {}) })
+  try {
+    await proc.waitFor((_l, j) => j?.msg === 'ready', 300_000)
+    const counter = new CallgrindCounter(proc.pid, outFile)
+    const run = (mode: string, size: string, count: number) =>
+      new Promise<void>((resolve, reject) => {
+        proc.child.once('message', (m: { done?: boolean; error?: string }) => (m.done ? resolve() : reject(new Error(m.error))))
+        proc.child.send({ mode, size, count })
+      })
+    const out: Record<string, number> = {}
+    for (const size of ['1kb', '100kb']) {
+      const k = size === '1kb' ? 400 : 40
+      for (const mode of ['full', 'json']) {
+        await run(mode, size, k * 20)
+        counter.instrument()
+        await run(mode, size, k)
+        const a = counter.dump().main
+        await run(mode, size, 2 * k)
+        const b = counter.dump().main
+        out[`${mode}_${size}`] = Math.round((b - a) / k)
+      }
+    }
+    ctx.log(`validation cost per body (instructions): ${Object.entries(out).map(([k, v]) => `${k} ${v.toLocaleString('en')}`).join(', ')}`)
+    return out
+  } finally {
+    await proc.stop()
+  }
+}

@@ -1,0 +1,288 @@
+/**
+ * A stream survives its node's death (DESIGN.md §4 Resume), through the Node entry with three
+ * real tiny-model nodes: SIGKILL the node carrying 8 streams (chat, completions, messages;
+ * greedy, seeded, unseeded) and every stream completes in its dialect's strict shape with no
+ * error event, the greedy and seeded ones with exactly the text of an undisturbed run; a stream
+ * whose node dies twice is resumed twice and still exact; a third death ends it with one error
+ * event. The undisturbed run is the control: a resume that repeated, dropped or re-sampled a
+ * token would differ from it. Drain: a draining node finishes its stream itself (no resume), and
+ * a drain forced after its grace period (SIGINT → exit 130) is resumed like a death.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { sseFrames, type SseFrame } from '../node/sse-client.ts'
+import { edgePost } from './support/clients.ts'
+import { GEO, pollUntil, startTestStack, waitForStatus, type TestStack } from './support/stack.ts'
+import { judgeStream, type StreamPath } from './support/stream-shape.ts'
+
+let stack: TestStack
+beforeAll(async () => {
+  // A short stall bound, so the SIGSTOP test waits 2 s, not the default 15 s; tiny-model streams
+  // on idle nodes never pause that long.
+  // DRAIN_GRACE_MS: how long a drain runs before a SIGINT may force the exit (the drain tests).
+  stack = await startTestStack({ regions: 3, edge: 'node', edgeVars: { STREAM_STALL_MS: String(STALL_MS) }, nodeVars: { DRAIN_GRACE_MS: String(GRACE_MS) } })
+})
+afterAll(async () => {
+  await stack?.stop()
+})
+
+const STALL_MS = 2000
+const GRACE_MS = 200
+const TOKENS = 600
+const LONG = { max_tokens: TOKENS, ignore_eos: true, stream: true }
+const REGION_NAMES = ['us-east', 'eu-west', 'ap-south']
+
+interface Case {
+  label: string
+  path: StreamPath
+  body: Record<string, unknown>
+  /** Greedy or seeded: the text is a function of the request. */
+  exact: boolean
+}
+
+const chat = (label: string, sampling: object, exact: boolean): Case => ({ label, path: '/v1/chat/completions', exact, body: { messages: [{ role: 'user', content: `Talk about ${label}` }], stream_options: { include_usage: true }, ...LONG, ...sampling } })
+const CASES: Case[] = [
+  chat('chat greedy', { temperature: 0 }, true),
+  chat('chat seeded', { temperature: 1, seed: 11 }, true),
+  chat('chat unseeded', { temperature: 1 }, false),
+  { label: 'completions greedy', path: '/v1/completions', exact: true, body: { prompt: 'Once upon a time', stream_options: { include_usage: true }, ...LONG, temperature: 0 } },
+  { label: 'completions seeded', path: '/v1/completions', exact: true, body: { prompt: 'In a land far away', stream_options: { include_usage: true }, ...LONG, temperature: 0.9, seed: 5 } },
+  { label: 'messages greedy', path: '/v1/messages', exact: true, body: { messages: [{ role: 'user', content: 'Hello there' }], ...LONG, temperature: 0 } },
+  { label: 'messages seeded', path: '/v1/messages', exact: true, body: { messages: [{ role: 'user', content: 'Hi again' }], ...LONG, temperature: 1, seed: 3 } },
+  { label: 'messages unseeded', path: '/v1/messages', exact: false, body: { messages: [{ role: 'user', content: 'Hey' }], ...LONG, temperature: 1 } },
+]
+
+interface Held {
+  frames: SseFrame[]
+  ended: Promise<void>
+  region: string | null
+}
+
+async function open(c: Case): Promise<Held> {
+  const res = await edgePost(stack.edgeUrl, c.path, { model: stack.model, ...c.body }, { apiKey: stack.devApiKey, geo: GEO['us-east'] })
+  expect(res.status, c.label).toBe(200)
+  const frames: SseFrame[] = []
+  const ended = (async () => {
+    try {
+      for await (const f of sseFrames(res)) if (!f.comment) frames.push(f)
+    } catch {
+      // A reset is judged by the frames that arrived.
+    }
+  })()
+  return { frames, ended, region: res.headers.get('x-zl-region') }
+}
+
+/** Requests running on a region's node; -1 while it is down or not yet listening. */
+async function running(region: string): Promise<number> {
+  if (stack.nodePid(region) === undefined) return -1
+  try {
+    return (await stack.metrics(region)).value('zl_num_requests_running')
+  } catch {
+    return -1 // killed between the pid check and the scrape, or restarted and still loading
+  }
+}
+
+/** The region (other than `not`) whose node runs at least `n` requests, as soon as one does. */
+async function regionRunning(n: number, not: ReadonlySet<string>): Promise<string> {
+  let found = ''
+  await pollUntil(async () => {
+    for (const r of REGION_NAMES) if (!not.has(r) && (await running(r)) >= n) return (found = r)
+    return ''
+  }, (r) => r !== '', `a region running ${n} of the streams`, 15_000, 5)
+  return found
+}
+
+function kill(region: string): void {
+  process.kill(stack.nodePid(region)!, 'SIGKILL')
+}
+
+/** Every node up (the supervisor restarts a killed one after its back-off) and idle. */
+async function allBack(): Promise<void> {
+  await pollUntil(() => Promise.all(REGION_NAMES.map(running)), (ns) => ns.every((n) => n === 0), 'every node up and idle', 30_000, 50)
+}
+
+const reference = new Map<string, string>()
+
+describe('resume on another node after a node dies mid-stream (Node entry)', () => {
+  it('an undisturbed run of the 8 streams (the reference texts)', async () => {
+    const runs = await Promise.all(CASES.map(open))
+    await Promise.all(runs.map((r) => r.ended))
+    for (const [i, c] of CASES.entries()) {
+      const v = judgeStream(c.path, runs[i]!.frames)
+      expect(v.problems, c.label).toEqual([])
+      expect(v.completionTokens, c.label).toBe(TOKENS)
+      reference.set(c.label, v.text)
+    }
+  })
+
+  it('SIGKILL of the node carrying 8 streams: all complete, strict shape, no error event, greedy and seeded texts exact', async () => {
+    const before = await resumeCounts()
+    const runs = await Promise.all(CASES.map(open))
+    const region = await regionRunning(CASES.length, new Set())
+    expect(runs.every((r) => r.region === region)).toBe(true)
+    await pollUntil(async () => runs.every((r) => r.frames.length > 3), (ok) => ok, 'every stream under way', 15_000, 5)
+    kill(region)
+    await Promise.all(runs.map((r) => r.ended))
+    for (const [i, c] of CASES.entries()) {
+      const v = judgeStream(c.path, runs[i]!.frames)
+      expect(v.errors, `${c.label}: no error event`).toBe(0)
+      expect(v.problems, c.label).toEqual([])
+      expect(v.completionTokens, `${c.label}: usage counts the whole answer`).toBe(TOKENS)
+      if (c.exact) expect(v.text, `${c.label}: exactly the undisturbed text`).toBe(reference.get(c.label))
+    }
+    const after = await resumeCounts()
+    expect(after.resumed - before.resumed).toBe(CASES.length)
+  })
+
+  it('two deaths in a row: resumed twice, still exact; a third death: one error event, last', async () => {
+    await waitForStatus(stack, /is back/, 'the killed node to be restarted')
+    await allBack()
+    const greedy = CASES[0]!
+    for (const deaths of [2, 3]) {
+      const run = await open(greedy)
+      const dead = new Set<string>()
+      for (let d = 0; d < deaths; d++) {
+        // On a miss, say where the stream stood (seen flaky once after the merge with main).
+        const region = await regionRunning(1, dead).catch(async (e: Error) => {
+          throw new Error(`${e.message}; deaths ${deaths}, death ${d}, dead ${[...dead]}, ${run.frames.length} frames, last ${JSON.stringify(run.frames.slice(-2))}, running ${await Promise.all(REGION_NAMES.map(running))}, resumes ${JSON.stringify(await resumeCounts())}`)
+        })
+        const at = run.frames.length
+        await pollUntil(async () => run.frames.length, (n) => n > at + 2, 'frames from the node before its death', 15_000, 2)
+        kill(region)
+        dead.add(region)
+      }
+      await run.ended
+      const v = judgeStream(greedy.path, run.frames)
+      if (deaths === 2) {
+        expect(v.errors).toBe(0)
+        expect(v.problems).toEqual([])
+        expect(v.text).toBe(reference.get(greedy.label))
+      } else {
+        expect(v.errors).toBe(1)
+        expect(run.frames.at(-1)!.data).toMatch(/^\{"error"/)
+        expect(run.frames.some((f) => f.data === '[DONE]')).toBe(false)
+      }
+      await allBack()
+    }
+  })
+
+  it('a node that stalls (SIGSTOP) mid-stream: resumed after the stall bound, exact; the node is resumed (SIGCONT) after', async () => {
+    const greedy = CASES[0]!
+    const run = await open(greedy)
+    const region = await regionRunning(1, new Set())
+    await pollUntil(async () => run.frames.length, (n) => n > 3, 'frames before the stall', 15_000, 2)
+    const pid = stack.nodePid(region)!
+    process.kill(pid, 'SIGSTOP')
+    const stoppedAt = performance.now()
+    try {
+      await run.ended
+    } finally {
+      process.kill(pid, 'SIGCONT')
+    }
+    expect(performance.now() - stoppedAt).toBeGreaterThanOrEqual(STALL_MS - 50)
+    const v = judgeStream(greedy.path, run.frames)
+    expect(v.errors).toBe(0)
+    expect(v.problems).toEqual([])
+    expect(v.text).toBe(reference.get(greedy.label))
+  })
+})
+
+describe('drain (Node entry)', () => {
+  /** Long enough to outlive DRAIN_GRACE_MS on the draining node; its reference is its own undisturbed run. */
+  const long: Case = { label: 'chat greedy long', path: '/v1/chat/completions', exact: true, body: { messages: [{ role: 'user', content: 'Drain me slowly' }], stream_options: { include_usage: true }, max_tokens: 960, ignore_eos: true, stream: true, temperature: 0 } }
+  let undisturbed = ''
+
+  /** Opens the long stream, and SIGTERMs its node once the stream is under way and the node is draining. */
+  async function drainUnder(): Promise<{ run: Held; region: string; pid: number; stoppedAt: number }> {
+    await allBack()
+    if (undisturbed === '') {
+      const ref = await open(long)
+      await ref.ended
+      undisturbed = judgeStream(long.path, ref.frames).text
+      expect(undisturbed.length).toBeGreaterThan(0)
+    }
+    const run = await open(long)
+    const region = await regionRunning(1, new Set())
+    await pollUntil(async () => run.frames.length, (n) => n > 3, 'the stream under way', 15_000, 2)
+    const pid = stack.nodePid(region)!
+    process.kill(pid, 'SIGTERM')
+    const stoppedAt = performance.now()
+    await pollUntil(async () => (await fetch(`${stack.nodeUrl(region)}/readyz`)).status, (s) => s === 503, 'the node draining', 5000, 5)
+    return { run, region, pid, stoppedAt }
+  }
+
+  const exits = (region: string, how: string) => stack.status.filter((l) => l.startsWith(`gpu-node-${region} ${how}`)).length
+
+  it('control: a drain that is not forced lets the stream finish on its node, not resumed', async () => {
+    const before = await resumeCounts()
+    const { run, region, pid } = await drainUnder()
+    const cleanExits = exits(region, 'exited with code 0')
+    await run.ended
+    const v = judgeStream(long.path, run.frames)
+    expect(v.errors).toBe(0)
+    expect(v.problems).toEqual([])
+    expect(v.text).toBe(undisturbed)
+    expect((await resumeCounts()).resumed).toBe(before.resumed)
+    // The node exits 0 after its streams, not forced.
+    await pollUntil(async () => stack.nodePid(region), (p) => p !== pid, 'the drained node to exit', 15_000, 20)
+    await pollUntil(async () => exits(region, 'exited with code 0'), (n) => n > cleanExits, 'the supervisor to report exit 0')
+  })
+
+  it('a drain forced after its grace period (SIGINT, exit 130) is resumed like a death: exact, no error event', async () => {
+    const before = await resumeCounts()
+    const { run, region, pid, stoppedAt } = await drainUnder()
+    const forcedExits = stack.status.filter((l) => l.startsWith(`gpu-node-${region} `) && !l.includes(' is back')).length
+    // Frozen mid-stream, so the stream is certain to outlast the grace period (an idle node makes
+    // the 960 tokens in about a second: a race with the grace otherwise, lost once in a full run).
+    // A SIGINT after the grace forces the exit; it is delivered when the node continues.
+    process.kill(pid, 'SIGSTOP')
+    try {
+      await pollUntil(async () => performance.now() - stoppedAt, (ms) => ms >= GRACE_MS, 'the grace period to pass', 5000, 10)
+      process.kill(pid, 'SIGINT')
+    } finally {
+      process.kill(pid, 'SIGCONT')
+    }
+    await pollUntil(async () => stack.nodePid(region), (p) => p !== pid, 'the forced exit', 10_000, 20)
+    // Forced, not a drain that ended by itself (exit 0): exit 130, or — when the SIGINT lands while
+    // the engine's worker thread is inside an ONNX Runtime step, as after the SIGCONT here —
+    // SIGABRT from process.exit under the running worker (a node-side finding, see the report).
+    const forcedEnd = await pollUntil(async () => stack.status.filter((l) => l.startsWith(`gpu-node-${region} `) && !l.includes(' is back')).slice(forcedExits), (ls) => ls.length > 0, 'the supervisor to report the exit').catch((e: Error) => {
+      throw new Error(`${e.message}; supervisor: ${JSON.stringify(stack.status.filter((l) => l.includes(region)).slice(-4))}; node log: ${stack.logTail(`gpu-node-${region}`, 6)}`)
+    })
+    expect(forcedEnd[0]).toMatch(/ (exited with code 130|killed by SIGABRT);/)
+    await run.ended
+    const v = judgeStream(long.path, run.frames)
+    expect(v.errors).toBe(0)
+    expect(v.problems).toEqual([])
+    expect(v.completionTokens).toBe(960)
+    expect(v.text).toBe(undisturbed)
+    // Forced while its stream was still on it: the stream was resumed elsewhere.
+    expect((await resumeCounts()).resumed).toBe(before.resumed + 1)
+  })
+})
+
+describe('a non-streaming request whose node dies before answering (Node entry)', () => {
+  it('is answered by another node, transparently: 200, x-zl-failover 1, the undisturbed answer', async () => {
+    await allBack()
+    const body = { model: stack.model, messages: [{ role: 'user', content: 'Answer at length' }], max_tokens: 900, ignore_eos: true, temperature: 0 }
+    const reference = await edgePost(stack.edgeUrl, '/v1/chat/completions', body, { apiKey: stack.devApiKey, geo: GEO['us-east'] })
+    expect(reference.status).toBe(200)
+    const want = ((await reference.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content
+    await allBack()
+    const pending = edgePost(stack.edgeUrl, '/v1/chat/completions', body, { apiKey: stack.devApiKey, geo: GEO['us-east'] })
+    // Killed while it generates: the edge has its headers not yet (a JSON answer's come with the whole completion).
+    const region = await regionRunning(1, new Set())
+    kill(region)
+    const res = await pending
+    expect(res.status).toBe(200)
+    expect(res.headers.get('x-zl-failover')).toBe('1')
+    expect(res.headers.get('x-zl-region')).not.toBe(region)
+    const answer = (await res.json()) as { choices: Array<{ message: { content: string }; finish_reason: string }>; usage: { completion_tokens: number } }
+    expect(answer.choices[0]!.message.content).toBe(want)
+    expect(answer.usage.completion_tokens).toBe(900)
+  })
+})
+
+async function resumeCounts(): Promise<{ resumed: number; exhausted: number; no_node: number }> {
+  const res = await fetch(`${stack.edgeUrl}/v1/regions`, { headers: { authorization: `Bearer ${stack.adminToken}` } })
+  return ((await res.json()) as { resumes: { resumed: number; exhausted: number; no_node: number } }).resumes
+}
