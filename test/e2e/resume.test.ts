@@ -98,6 +98,14 @@ function kill(region: string): void {
 /** Every node up (the supervisor restarts a killed one after its back-off) and idle. */
 async function allBack(): Promise<void> {
   await pollUntil(() => Promise.all(REGION_NAMES.map(running)), (ns) => ns.every((n) => n === 0), 'every node up and idle', 30_000, 50)
+  // Up is not enough: the edge skips a node that failed for its mark-down time (10 s) even once
+  // it heartbeats again. A death in that window found no node to resume on (CI, once: no_node 1).
+  await pollUntil(regionsTable, (nodes) => nodes.length >= REGION_NAMES.length && nodes.every((n) => !n.down), 'no node marked down at the edge', 30_000, 50)
+}
+
+async function regionsTable(): Promise<Array<{ id: string; down?: boolean }>> {
+  const res = await fetch(`${stack.edgeUrl}/v1/regions`, { headers: { authorization: `Bearer ${stack.adminToken}` } })
+  return ((await res.json()) as { nodes: Array<{ id: string; down?: boolean }> }).nodes
 }
 
 const reference = new Map<string, string>()
