@@ -59,8 +59,6 @@ describe('parseStackFlags', () => {
   it("defaults to the Workers edge without DevTools (plain wrangler dev stalls streams); --edge wrangler-inspector is plain wrangler dev", () => {
     expect(parseStackFlags([], {}).edge).toBe('wrangler')
     expect(parseStackFlags(['--edge', 'wrangler-inspector'], {}).edge).toBe('wrangler-inspector')
-    // The same Worker on Miniflare directly (no ProxyWorker hop), an option beside the default.
-    expect(parseStackFlags(['--edge', 'miniflare'], {}).edge).toBe('miniflare')
-    expect(() => parseStackFlags(['--edge', 'workerd'], {})).toThrow('--edge')
+    expect(() => parseStackFlags(['--edge', 'miniflare'], {})).toThrow('--edge')
   })
 })
