@@ -20,14 +20,18 @@ function fakeRunner(name: string, log: string[]): ModelRunner & { finishStep: ()
 const plan: StepPlan = { release: [], decode: true, prefill: [] }
 const flush = () => new Promise((r) => setImmediate(r))
 
+/** Two turn-taking runners over fake runners A and B, and the log of which one ran. */
+function pair() {
+  const log: string[] = []
+  const turns = new Turns()
+  const innerA = fakeRunner('A', log)
+  const innerB = fakeRunner('B', log)
+  return { log, innerA, innerB, a: turns.runner(innerA), b: turns.runner(innerB) }
+}
+
 describe('turn-taking runners', () => {
   it('runs one step at a time, alternating, and keeps a measuring runner\'s turn until it asks for its next step', async () => {
-    const log: string[] = []
-    const turns = new Turns()
-    const innerA = fakeRunner('A', log)
-    const innerB = fakeRunner('B', log)
-    const a = turns.runner(innerA)
-    const b = turns.runner(innerB)
+    const { log, innerA, innerB, a, b } = pair()
     a.measuring = b.measuring = true
     const a1 = a.step(plan)
     const b1 = b.step(plan)
@@ -54,12 +58,7 @@ describe('turn-taking runners', () => {
   })
 
   it('does not hold the turn after a step when not measuring', async () => {
-    const log: string[] = []
-    const turns = new Turns()
-    const innerA = fakeRunner('A', log)
-    const innerB = fakeRunner('B', log)
-    const a = turns.runner(innerA)
-    const b = turns.runner(innerB)
+    const { log, innerA, innerB, a, b } = pair()
     const a1 = a.step(plan)
     const b1 = b.step(plan)
     await flush()

@@ -100,12 +100,7 @@ async function allBack(): Promise<void> {
   await pollUntil(() => Promise.all(REGION_NAMES.map(running)), (ns) => ns.every((n) => n === 0), 'every node up and idle', 30_000, 50)
   // Up is not enough: the edge skips a node that failed for its mark-down time (10 s) even once
   // it heartbeats again. A death in that window found no node to resume on (CI, once: no_node 1).
-  await pollUntil(regionsTable, (nodes) => nodes.length >= REGION_NAMES.length && nodes.every((n) => !n.down), 'no node marked down at the edge', 30_000, 50)
-}
-
-async function regionsTable(): Promise<Array<{ id: string; down?: boolean }>> {
-  const res = await fetch(`${stack.edgeUrl}/v1/regions`, { headers: { authorization: `Bearer ${stack.adminToken}` } })
-  return ((await res.json()) as { nodes: Array<{ id: string; down?: boolean }> }).nodes
+  await pollUntil(async () => (await regions()).nodes, (nodes) => nodes.length >= REGION_NAMES.length && nodes.every((n) => !n.down), 'no node marked down at the edge', 30_000, 50)
 }
 
 const reference = new Map<string, string>()
@@ -290,7 +285,12 @@ describe('a non-streaming request whose node dies before answering (Node entry)'
   })
 })
 
-async function resumeCounts(): Promise<{ resumed: number; exhausted: number; no_node: number }> {
+/** The edge's /v1/regions: its node table (with its mark-downs) and the resume counts. */
+async function regions(): Promise<{ nodes: Array<{ id: string; down?: boolean }>; resumes: { resumed: number; exhausted: number; no_node: number } }> {
   const res = await fetch(`${stack.edgeUrl}/v1/regions`, { headers: { authorization: `Bearer ${stack.adminToken}` } })
-  return ((await res.json()) as { resumes: { resumed: number; exhausted: number; no_node: number } }).resumes
+  return (await res.json()) as Awaited<ReturnType<typeof regions>>
+}
+
+async function resumeCounts(): Promise<{ resumed: number; exhausted: number; no_node: number }> {
+  return (await regions()).resumes
 }

@@ -39,6 +39,16 @@ describe('nearest node', () => {
   })
 })
 
+/** Asks until a request is served (bounded: 40 tries, each after the retry-after-ms it was given). */
+async function firstServed(app: ReturnType<typeof appWith>, request: () => Request): Promise<Response | undefined> {
+  for (let i = 0; i < 40; i++) {
+    const res = await app.fetch(request())
+    if (res.status === 200) return res
+    await new Promise((r) => setTimeout(r, Math.max(10, Number(res.headers.get('retry-after-ms')) || 50)))
+  }
+  return undefined
+}
+
 describe('failover before the first byte', () => {
   it('moves on when the nearest node refuses connections, then skips it while it is marked down', async () => {
     const dead = { id: 'eu-west-dead', url: testEnv.TEST_DEAD_URL, region: 'eu-west-dead', lat: 53.3, lon: -6.3, models: ['tiny'] }
@@ -116,12 +126,7 @@ describe('failover before the first byte', () => {
       expect(await received(next)).toEqual([])
     } else await refused.arrayBuffer()
     // After the hint (not the 10 s mark-down of a failed node), a request is served: bounded polling.
-    let served: Response | undefined
-    for (let i = 0; i < 40 && !served; i++) {
-      const res = await app.fetch(edgeRequest('/v1/messages', messagesBody(), { key }))
-      if (res.status === 200) served = res
-      else await new Promise((r) => setTimeout(r, Math.max(10, Number(res.headers.get('retry-after-ms')) || 50)))
-    }
+    const served = await firstServed(app, () => edgeRequest('/v1/messages', messagesBody(), { key }))
     expect(served?.status).toBe(200)
     expect(Date.now() - fullAt).toBeLessThan(2000)
   })
@@ -145,12 +150,7 @@ describe('failover before the first byte', () => {
       expect(await received(next)).toEqual([])
     } else await refused.arrayBuffer()
     // Not the 10 s mark-down of a dead node: served again soon after (bounded polling).
-    let served: Response | undefined
-    for (let i = 0; i < 40 && !served; i++) {
-      const again = await app.fetch(edgeRequest('/v1/chat/completions', chatBody(), { key }))
-      if (again.status === 200) served = again
-      else await new Promise((r) => setTimeout(r, Math.max(10, Number(again.headers.get('retry-after-ms')) || 50)))
-    }
+    const served = await firstServed(app, () => edgeRequest('/v1/chat/completions', chatBody(), { key }))
     expect(served?.status).toBe(200)
     expect(Date.now() - slowAt).toBeLessThan(2000)
   })
