@@ -49,9 +49,8 @@ function treeRss(pid: number | undefined): Array<{ pid: number; name: string; mi
   return out
 }
 
-/** The whole tree's RSS, MiB; null when the process is gone. */
-function treeRssMiB(pid: number | undefined): number | null {
-  const tree = treeRss(pid)
+/** A process tree's RSS, MiB; null when the process is gone. */
+function totalMiB(tree: ReadonlyArray<{ mib: number }>): number | null {
   return tree.length === 0 ? null : tree.reduce((n, p) => n + p.mib, 0)
 }
 
@@ -73,13 +72,16 @@ try {
   console.log(`${rate.toFixed(1)} req/s`)
 
   const rssSamples: Array<{ atS: number; edgeMiB: number | null; edgeProcessesMiB: string; nodesMiB: Record<string, number | null> }> = []
-  const sample = () => rssSamples.push({
-    atS: Math.round((performance.now() - t0) / 1000),
-    edgeMiB: treeRssMiB(stack.running.supervisor.pid('edge')),
-    // Which of the edge's processes grows (wrangler's node, its workerd instances, esbuild).
-    edgeProcessesMiB: treeRss(stack.running.supervisor.pid('edge')).map((p) => `${p.name} ${p.mib}`).join(', '),
-    nodesMiB: Object.fromEntries(stack.regions.map((r) => [r.name, treeRssMiB(stack.nodePid(r.name))])),
-  })
+  const sample = () => {
+    const edge = treeRss(stack.running.supervisor.pid('edge'))
+    rssSamples.push({
+      atS: Math.round((performance.now() - t0) / 1000),
+      edgeMiB: totalMiB(edge),
+      // Which of the edge's processes grows (wrangler's node, its workerd instances, esbuild).
+      edgeProcessesMiB: edge.map((p) => `${p.name} ${p.mib}`).join(', '),
+      nodesMiB: Object.fromEntries(stack.regions.map((r) => [r.name, totalMiB(treeRss(stack.nodePid(r.name)))])),
+    })
+  }
   const t0 = performance.now()
   sample()
   const timer = setInterval(sample, 5000)
@@ -101,7 +103,6 @@ try {
     const m = await stack.metrics(r.name)
     return [r.name, { bytesMiB: Math.round((m.value('zl_prefix_cache_bytes') ?? 0) / 2 ** 20), capacityMiB: Math.round((m.value('zl_prefix_cache_capacity_bytes') ?? 0) / 2 ** 20) }] as const
   })))
-  const edgeProcesses = treeRss(stack.running.supervisor.pid('edge'))
   const idle = await Promise.all(stack.regions.map(async (r) => {
     const m = await pollUntil(() => stack.metrics(r.name), (x) => x.value('zl_num_requests_running') === 0 && x.value('zl_num_requests_waiting') === 0, `${r.name} idle`, 60_000).catch(() => undefined)
     return [r.name, m ? 'idle' : 'still busy after 60 s'] as const
@@ -119,13 +120,10 @@ try {
     const total = m && /"durationMs":(\d+)/.exec(line)
     if (total && (m[1] === '503' || m[1] === '529')) edgeRefusalMs.push(Number(total[1]))
   }
-  // Refusals that are not the app's (no JSON request line): what the runtime in front of it logged.
-  const otherLines = [...new Set(edgeLog.filter((l) => / 5\d\d /.test(l) && !l.startsWith('{')).map((l) => l.replace(/\(\d+ms\)/, '(…ms)').slice(0, 200)))].slice(0, 5)
   const clientErrors: Record<string, number> = {}
   for (const r of done.filter((x) => x.status === 0)) clientErrors[r.error ?? 'unknown'] = (clientErrors[r.error ?? 'unknown'] ?? 0) + 1
   const report = {
     edgeRefusals,
-    otherLines,
     clientErrors,
     edge: edgeKind, regions: stack.regions.length, capacityReqPerS: rate, factor, seconds,
     sent: done.length, dropped: run.dropped, byStatus,
@@ -133,7 +131,6 @@ try {
     okP99Ms: percentile(done.filter((r) => r.status === 200).map((r) => r.totalMs), 99),
     afterwards: Object.fromEntries(idle),
     prefixCache,
-    edgeProcesses,
     rss: rssSamples,
   }
   mkdirSync('bench/results', { recursive: true })
@@ -142,9 +139,8 @@ try {
   console.log(`\n| status | count |\n|---|---:|\n${Object.entries(byStatus).map(([s, n]) => `| ${s} | ${n} |`).join('\n')}`)
   console.log(`\nrefusals: ${refused.length}, ${withRetryHint} with retry-after-ms, p50 ${report.refusals.p50Ms?.toFixed(0)} ms, p99 ${report.refusals.p99Ms?.toFixed(0)} ms (inside the edge's code: p50 ${report.refusals.atEdgeP50Ms?.toFixed(0)} ms, p99 ${report.refusals.atEdgeP99Ms?.toFixed(0)} ms); 200 p99 ${report.okP99Ms?.toFixed(0)} ms; dropped by the client's in-flight bound: ${run.dropped}`)
   console.log(`edge log, 5xx by outcome: ${JSON.stringify(edgeRefusals)}; client errors: ${JSON.stringify(clientErrors)}`)
-  if (otherLines.length > 0) console.log(`edge log, other 5xx lines: ${otherLines.join(' | ')}`)
   console.log(`prefix cache at the end (MiB held / budget): ${Object.entries(prefixCache).map(([n, c]) => `${n} ${c.bytesMiB}/${c.capacityMiB}`).join(', ')}`)
-  console.log(`edge processes at the end (MiB): ${edgeProcesses.map((p) => `${p.name} ${p.mib}`).join(', ')}`)
+  console.log(`edge processes at the end (MiB): ${rssSamples.at(-1)?.edgeProcessesMiB}`)
   console.log(`afterwards: ${idle.map(([n, s]) => `${n} ${s}`).join(', ')}`)
   console.log(`\n| t (s) | edge RSS (MiB) | ${stack.regions.map((r) => `${r.name} RSS`).join(' | ')} | edge processes (MiB) |\n|---:|---:|${stack.regions.map(() => '---:').join('|')}|---|`)
   for (const s of rssSamples) console.log(`| ${s.atS} | ${s.edgeMiB} | ${stack.regions.map((r) => s.nodesMiB[r.name]).join(' | ')} | ${s.edgeProcessesMiB} |`)
