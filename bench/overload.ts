@@ -1,6 +1,6 @@
 /**
  * Issue 17 item 11, a measurement (not a test): a bounded overload of the local stack through the
- * edge. `npx tsx bench/overload.ts [--seconds 60] [--factor 3] [--edge wrangler|node] [--regions 3] [--queue-wait-ms 10000] [--node-nice 10]`
+ * edge. `npx tsx bench/overload.ts [--seconds 60] [--factor 3] [--edge wrangler|miniflare|wrangler-inspector|node] [--regions 3] [--queue-wait-ms 10000] [--node-nice 10]`
  *
  * 1. capacity: a closed loop of 8 clients for 10 s measures the stack's request rate R;
  * 2. overload: Poisson arrivals at factor × R for `seconds` (non-streaming and streaming chat,
@@ -13,6 +13,7 @@
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
+import { EDGE_KINDS } from '../infra/local/stack-config.ts'
 import { pollUntil, startTestStack } from '../test/e2e/support/stack.ts'
 import { benchAgent, sendRequest, type RequestRecord } from './load/client.ts'
 import { buildBody } from './load/dialects.ts'
@@ -22,7 +23,7 @@ import { percentile, poissonArrivals } from './lib/stats.ts'
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '60' }, factor: { type: 'string', default: '3' }, edge: { type: 'string', default: 'wrangler' }, regions: { type: 'string', default: '3' }, 'queue-wait-ms': { type: 'string', default: '10000' }, 'node-nice': { type: 'string', default: '10' } } })
 const seconds = Number(values.seconds)
 const factor = Number(values.factor)
-const edgeKind = values.edge === 'node' ? 'node' : 'wrangler'
+const edgeKind = EDGE_KINDS.find((k) => k === values.edge) ?? 'wrangler'
 
 /** Resident memory of a process and each of its descendants, MiB (from /proc). */
 function treeRss(pid: number | undefined): Array<{ pid: number; name: string; mib: number }> {

@@ -183,6 +183,8 @@ export interface WranglerDevOptions {
    * concurrent streams stall (edge/README.md), kept as the control.
    */
   inspector?: boolean
+  /** Miniflare's API directly, no ProxyWorker in front (infra/local/miniflare-edge-cli.ts). */
+  miniflare?: boolean
   /** A wrangler config other than the repo's (the bare proxy Worker, bench/probe/bare-worker/). */
   config?: string
   name?: string
@@ -198,11 +200,13 @@ export async function startWranglerDev(env: Record<string, string>, opts: Wrangl
   for (const [k, v] of Object.entries(env)) if (v.includes("'")) throw new Error(`wrangler env value of ${k} contains a single quote`)
   writeFileSync(envFile, Object.entries(env).map(([k, v]) => `${k}='${v}'`).join('\n') + '\n')
   const port = await freePort()
-  const common = ['--ip', '127.0.0.1', '--port', String(port), '--persist-to', join(dir, 'state'), '--env-file', envFile, '--log-level', 'warn', ...(opts.config ? ['--config', opts.config] : [])]
-  const args = opts.inspector
-    ? ['node_modules/wrangler/bin/wrangler.js', 'dev', ...common, '--inspector-port', String(await freePort()), '--show-interactive-dev-session=false']
-    : [...TSX, 'infra/local/wrangler-dev-cli.ts', ...common, '--no-watch']
-  const proc = spawnProc(opts.name ?? (opts.inspector ? 'wrangler-dev-inspector' : 'wrangler-dev'), process.execPath, args, { env: { CLOUDFLARE_CF_FETCH_ENABLED: 'false', WRANGLER_SEND_METRICS: 'false' } })
+  const common = ['--ip', '127.0.0.1', '--port', String(port), '--persist-to', join(dir, 'state'), '--env-file', envFile, ...(opts.config ? ['--config', opts.config] : [])]
+  const args = opts.miniflare
+    ? [...TSX, 'infra/local/miniflare-edge-cli.ts', ...common, '--no-watch']
+    : opts.inspector
+      ? ['node_modules/wrangler/bin/wrangler.js', 'dev', ...common, '--log-level', 'warn', '--inspector-port', String(await freePort()), '--show-interactive-dev-session=false']
+      : [...TSX, 'infra/local/wrangler-dev-cli.ts', ...common, '--log-level', 'warn', '--no-watch']
+  const proc = spawnProc(opts.name ?? (opts.miniflare ? 'miniflare-edge' : opts.inspector ? 'wrangler-dev-inspector' : 'wrangler-dev'), process.execPath, args, { env: { CLOUDFLARE_CF_FETCH_ENABLED: 'false', WRANGLER_SEND_METRICS: 'false' } })
   const url = `http://127.0.0.1:${port}`
   try {
     await Promise.race([

@@ -59,6 +59,8 @@ describe('parseStackFlags', () => {
   it("defaults to the Workers edge without DevTools (plain wrangler dev stalls streams); --edge wrangler-inspector is plain wrangler dev", () => {
     expect(parseStackFlags([], {}).edge).toBe('wrangler')
     expect(parseStackFlags(['--edge', 'wrangler-inspector'], {}).edge).toBe('wrangler-inspector')
-    expect(() => parseStackFlags(['--edge', 'miniflare'], {})).toThrow('--edge')
+    // The same Worker on Miniflare directly (no ProxyWorker hop), an option beside the default.
+    expect(parseStackFlags(['--edge', 'miniflare'], {}).edge).toBe('miniflare')
+    expect(() => parseStackFlags(['--edge', 'workerd'], {})).toThrow('--edge')
   })
 })

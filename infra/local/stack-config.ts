@@ -45,7 +45,7 @@ export interface StackNode {
 /** Most nodes per region the fixed port layout has room for (ports 9101 + 10·k + region). */
 export const MAX_NODES_PER_REGION = 8
 
-export const EDGE_KINDS = ['wrangler', 'wrangler-inspector', 'node'] as const
+export const EDGE_KINDS = ['wrangler', 'miniflare', 'wrangler-inspector', 'node'] as const
 export type EdgeKind = (typeof EDGE_KINDS)[number]
 
 export interface StackOptions {
@@ -56,6 +56,8 @@ export interface StackOptions {
   /**
    * `wrangler`: the Worker under wrangler's dev engine with the DevTools inspector off (the
    * default: plain `wrangler dev` stalls concurrent streams, infra/local/wrangler-dev.ts);
+   * `miniflare`: the same Worker on Miniflare's API directly, with wrangler's build and config
+   * reading but no ProxyWorker in front (infra/local/miniflare-edge.ts);
    * `wrangler-inspector`: plain `wrangler dev`, DevTools on, streams stall; `node`: the Node entry.
    */
   edge: EdgeKind

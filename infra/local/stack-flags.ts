@@ -1,5 +1,5 @@
 /**
- * `npm start`'s flags (`--regions N`, `--nodes-per-region N`, `--edge wrangler|wrangler-inspector|node`, `--model DIR`,
+ * `npm start`'s flags (`--regions N`, `--nodes-per-region N`, `--edge wrangler|miniflare|wrangler-inspector|node`, `--model DIR`,
  * `--wan`, `--rtt us-east:eu-west=70[,…]`: stack-wan.ts, `--node-nice N`: the GPU nodes' CPU priority, default 10, 0 off) and
  * dev credentials from the environment → StackOptions, parsed once with zod.
  */

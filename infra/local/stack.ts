@@ -116,6 +116,7 @@ function nodeSpec(opts: StackOptions, n: StackNode): ServiceSpec {
 /** What each edge kind is, in the stack's status lines and banner. */
 export const EDGE_DESCRIPTION: Record<EdgeKind, string> = {
   wrangler: "the edge under wrangler's dev engine (workerd, DevTools inspector off)",
+  miniflare: "the edge on Miniflare directly (workerd, wrangler's build and config, no ProxyWorker hop)",
   'wrangler-inspector': 'the edge under wrangler dev with its DevTools inspector (concurrent streams stall: edge/README.md)',
   node: 'the Node edge',
 }
@@ -140,7 +141,10 @@ function wranglerSpec(opts: StackOptions, stateDir: string): ServiceSpec {
             'node_modules/wrangler/bin/wrangler.js', 'dev', '--ip', LOCAL.host, '--port', String(edge), '--env-file', envFile, '--show-interactive-dev-session=false', '--log-level', 'log',
             ...(inspector !== undefined ? ['--inspector-port', String(inspector)] : []),
           ]
-        : [...TSX, 'infra/local/wrangler-dev-cli.ts', '--ip', LOCAL.host, '--port', String(edge), '--env-file', envFile, '--log-level', 'log'],
+        : opts.edge === 'miniflare'
+          ? // wrangler dev's local state folder; the Worker's console output is Miniflare's stdout.
+            [...TSX, 'infra/local/miniflare-edge-cli.ts', '--ip', LOCAL.host, '--port', String(edge), '--env-file', envFile, '--persist-to', join('.wrangler', 'state', 'v3')]
+          : [...TSX, 'infra/local/wrangler-dev-cli.ts', '--ip', LOCAL.host, '--port', String(edge), '--env-file', envFile, '--log-level', 'log'],
     // Offline: no cf fetch, no telemetry (FACTS.md).
     env: { CLOUDFLARE_CF_FETCH_ENABLED: 'false', WRANGLER_SEND_METRICS: 'false' },
     ready: () => httpAnswers(`http://${LOCAL.host}:${edge}/healthz`),

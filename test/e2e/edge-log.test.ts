@@ -6,13 +6,18 @@
  */
 import { readFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { EDGE_KINDS, type EdgeKind } from '../../infra/local/stack-config.ts'
 import { edgePost } from './support/clients.ts'
 import { pollUntil, startTestStack, type TestStack } from './support/stack.ts'
+
+/** `ZL_EDGE_LOG_KIND=miniflare` checks the same on the Miniflare edge (default: npm start's). */
+const KIND = (process.env.ZL_EDGE_LOG_KIND ?? 'wrangler') as EdgeKind
+if (!EDGE_KINDS.includes(KIND) || KIND === 'node') throw new Error(`ZL_EDGE_LOG_KIND must be a Workers edge kind, got ${KIND}`)
 
 let stack: TestStack
 
 beforeAll(async () => {
-  stack = await startTestStack({ regions: 1, edge: 'wrangler' })
+  stack = await startTestStack({ regions: 1, edge: KIND })
 })
 
 afterAll(async () => {
