@@ -25,8 +25,8 @@ const seconds = Number(values.seconds)
 const factor = Number(values.factor)
 const edgeKind = EDGE_KINDS.find((k) => k === values.edge) ?? 'wrangler'
 
-/** Resident memory of a process and each of its descendants, MiB (from /proc). */
-function treeRss(pid: number | undefined): Array<{ pid: number; name: string; mib: number }> {
+/** Resident memory (MiB) and CPU time so far (s, user + system) of a process and each of its descendants (from /proc). */
+function treeRss(pid: number | undefined): Array<{ pid: number; name: string; mib: number; cpuS: number }> {
   if (pid === undefined) return []
   const children = (p: number): number[] => {
     try {
@@ -35,13 +35,18 @@ function treeRss(pid: number | undefined): Array<{ pid: number; name: string; mi
       return []
     }
   }
-  const out: Array<{ pid: number; name: string; mib: number }> = []
+  const out: Array<{ pid: number; name: string; mib: number; cpuS: number }> = []
   const stack = [pid]
   while (stack.length > 0) {
     const p = stack.pop()!
     try {
       const status = readFileSync(`/proc/${p}/status`, 'utf8')
-      out.push({ pid: p, name: /Name:\s+(\S+)/.exec(status)?.[1] ?? '?', mib: Math.round(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024) })
+      // utime and stime, the 14th and 15th fields, in clock ticks (100 per second on Linux); the
+      // name field before them may hold spaces, so count from its closing parenthesis.
+      const stat = readFileSync(`/proc/${p}/stat`, 'utf8')
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      const cpuS = (Number(fields[11]) + Number(fields[12])) / 100
+      out.push({ pid: p, name: /Name:\s+(\S+)/.exec(status)?.[1] ?? '?', mib: Math.round(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024), cpuS })
     } catch {
       continue
     }
@@ -57,7 +62,11 @@ function totalMiB(tree: ReadonlyArray<{ mib: number }>): number | null {
 
 // The nodes bound the wait they queue (MAX_QUEUE_WAIT_MS, off by default): overload is answered, not queued.
 const stack = await startTestStack({ regions: Number(values.regions), edge: edgeKind, nodeVars: { MAX_QUEUE_WAIT_MS: values['queue-wait-ms']! }, nodeNice: Number(values['node-nice']) })
-const dispatcher = benchAgent({ connections: 256 })
+// One connection per request in flight (MAX_IN_FLIGHT): an arrival is sent when it arrives. With
+// 256 connections, arrivals beyond them queued in this client's pool (measured: client TTFB p50
+// 14.9 s where the edge's own code took 185 ms), so the stack never saw the overload it was sent.
+const MAX_IN_FLIGHT = 2000
+const dispatcher = benchAgent({ connections: MAX_IN_FLIGHT })
 const headers = { authorization: `Bearer ${stack.devApiKey}` }
 let seq = 0
 const one = (signal?: AbortSignal): Promise<RequestRecord> => {
@@ -72,10 +81,16 @@ try {
   const rate = okCap / (cap.endedAtMs / 1000)
   console.log(`${rate.toFixed(1)} req/s`)
 
-  const rssSamples: Array<{ atS: number; edgeMiB: number | null; edgeProcessesMiB: string; nodesMiB: Record<string, number | null> }> = []
+  const rssSamples: Array<{ atS: number; edgeMiB: number | null; edgeProcessesMiB: string; nodesMiB: Record<string, number | null>; cpuS: Record<string, number> }> = []
   const sample = () => {
     const edge = treeRss(stack.running.supervisor.pid('edge'))
+    // CPU seconds so far, by process: which one saturated the machine (the edge's runtime, the nodes, the load generator).
+    const cpuS: Record<string, number> = { client: process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6 }
+    for (const p of edge) cpuS[`edge ${p.name}`] = (cpuS[`edge ${p.name}`] ?? 0) + p.cpuS
+    for (const r of stack.regions) cpuS[r.name] = treeRss(stack.nodePid(r.name)).reduce((n, p) => n + p.cpuS, 0)
+    for (const svc of ['redis', 'upstash-bridge']) cpuS[svc] = treeRss(stack.running.supervisor.pid(svc)).reduce((n, p) => n + p.cpuS, 0)
     rssSamples.push({
+      cpuS,
       atS: Math.round((performance.now() - t0) / 1000),
       edgeMiB: totalMiB(edge),
       // Which of the edge's processes grows (wrangler's node, its workerd instances, esbuild).
@@ -88,11 +103,13 @@ try {
   const timer = setInterval(sample, 5000)
   console.log(`overload: ${(rate * factor).toFixed(1)} req/s (${factor}×) for ${seconds} s…`)
   const arrivals = poissonArrivals(rate * factor, Math.ceil(rate * factor * seconds * 1.2) + 10, 17)
-  const run = await openLoop({ arrivalsMs: arrivals, deadlineMs: seconds * 1000, drainMs: 30_000, maxInFlight: 2000, run: (_i, signal) => one(signal) })
+  const run = await openLoop({ arrivalsMs: arrivals, deadlineMs: seconds * 1000, drainMs: 30_000, maxInFlight: MAX_IN_FLIGHT, run: (_i, signal) => one(signal) })
   clearInterval(timer)
   sample()
 
   const done = run.results.filter((r): r is RequestRecord => r !== undefined)
+  const [first, last] = [rssSamples[0]!, rssSamples.at(-1)!]
+  const cores = Object.fromEntries(Object.keys(last.cpuS).map((k) => [k, Number(((last.cpuS[k]! - (first.cpuS[k] ?? 0)) / Math.max(1, last.atS - first.atS)).toFixed(2))]))
   const byStatus: Record<string, number> = {}
   for (const r of done) byStatus[r.status] = (byStatus[r.status] ?? 0) + 1
   const refused = done.filter((r) => r.status === 503 || r.status === 529)
@@ -104,6 +121,27 @@ try {
     const m = await stack.metrics(r.name)
     return [r.name, { bytesMiB: Math.round((m.value('zl_prefix_cache_bytes') ?? 0) / 2 ** 20), capacityMiB: Math.round((m.value('zl_prefix_cache_capacity_bytes') ?? 0) / 2 ** 20) }] as const
   })))
+  // How long admitted requests queued at the nodes, against the bound they admit by
+  // (MAX_QUEUE_WAIT_MS): an estimate that understates the wait shows here as requests over it.
+  // The whole time at the node (arrival to finish) against the client's: the rest was spent
+  // before a node saw the request or after it answered (the edge, the sockets in between).
+  const queueMs = Number(values['queue-wait-ms'])
+  const overAtNodes = async (name: string) => {
+    const out = { count: 0, overBound: 0, over2xBound: 0 }
+    for (const r of stack.regions) {
+      const m = await stack.metrics(r.name)
+      const le = (bound: number) => m.series(`${name}_bucket`).filter((x) => Number(x.labels.le) >= bound / 1000).reduce((lo, x) => Math.min(lo, x.value), Infinity)
+      const count = m.value(`${name}_count`)
+      out.count += count
+      out.overBound += count - le(queueMs)
+      out.over2xBound += count - le(2 * queueMs)
+    }
+    return out
+  }
+  const queued = { queue: await overAtNodes('zl_request_queue_time_seconds'), wholeRequest: await overAtNodes('zl_e2e_request_latency_seconds') }
+  const served = done.filter((r) => r.status === 200)
+  const clientOver = (bound: number) => served.filter((r) => r.totalMs > bound).length + done.filter((r) => r.status === 0).length
+  const clientSide = { served: served.length, overBound: clientOver(queueMs), over2xBound: clientOver(2 * queueMs), streamHeadersP99Ms: percentile(served.filter((r) => r.textFrames > 0 && r.headersMs !== undefined).map((r) => r.headersMs!), 99), ttfbP50Ms: percentile(served.map((r) => r.ttfbMs ?? r.totalMs), 50), ttfbP99Ms: percentile(served.map((r) => r.ttfbMs ?? r.totalMs), 99) }
   const idle = await Promise.all(stack.regions.map(async (r) => {
     const m = await pollUntil(() => stack.metrics(r.name), (x) => x.value('zl_num_requests_running') === 0 && x.value('zl_num_requests_waiting') === 0, `${r.name} idle`, 60_000).catch(() => undefined)
     return [r.name, m ? 'idle' : 'still busy after 60 s'] as const
@@ -115,23 +153,36 @@ try {
   // How long the edge's own code took over its refusals: against the client's view, the rest is
   // time spent before the app saw the request (queued in the runtime in front of it).
   const edgeRefusalMs: number[] = []
+  // And over the requests it served: a client's wait far above this was spent before the app saw the request.
+  const edgeServedTtfbMs: number[] = []
   for (const line of edgeLog) {
+    const served = /"status":200,.*"ttfbMs":(\d+)/.exec(line)
+    if (served) edgeServedTtfbMs.push(Number(served[1]))
     const m = /"status":(5\d\d),"outcome":"([a-z_]+)"/.exec(line)
     if (m) edgeRefusals[`${m[1]} ${m[2]}`] = (edgeRefusals[`${m[1]} ${m[2]}`] ?? 0) + 1
     const total = m && /"durationMs":(\d+)/.exec(line)
     if (total && (m[1] === '503' || m[1] === '529')) edgeRefusalMs.push(Number(total[1]))
   }
+  const edgeServed = { count: edgeServedTtfbMs.length, ttfbP50Ms: percentile(edgeServedTtfbMs, 50), ttfbP99Ms: percentile(edgeServedTtfbMs, 99) }
   const clientErrors: Record<string, number> = {}
   for (const r of done.filter((x) => x.status === 0)) clientErrors[r.error ?? 'unknown'] = (clientErrors[r.error ?? 'unknown'] ?? 0) + 1
+  // When in the run each failed, and how long after it was sent: an idle keep-alive connection the
+  // server closed fails at once; an overloaded server fails late.
+  const clientErrorTimes = done.filter((x) => x.status === 0).map((r) => ({ sentAtS: Number(((r.startMs - t0) / 1000).toFixed(1)), afterMs: Math.round(r.totalMs), error: r.error }))
   const report = {
     edgeRefusals,
     clientErrors,
+    clientErrorTimes,
     edge: edgeKind, regions: stack.regions.length, capacityReqPerS: rate, factor, seconds,
     sent: done.length, dropped: run.dropped, byStatus,
     refusals: { count: refused.length, withRetryAfterMs: withRetryHint, p50Ms: percentile(refusedMs, 50), p99Ms: percentile(refusedMs, 99), atEdgeP50Ms: percentile(edgeRefusalMs, 50), atEdgeP99Ms: percentile(edgeRefusalMs, 99) },
     okP99Ms: percentile(done.filter((r) => r.status === 200).map((r) => r.totalMs), 99),
     afterwards: Object.fromEntries(idle),
     prefixCache,
+    queued,
+    clientSide,
+    coresUsed: cores,
+    edgeServed,
     rss: rssSamples,
   }
   mkdirSync('bench/results', { recursive: true })
@@ -139,7 +190,10 @@ try {
   writeFileSync(file, JSON.stringify(report, null, 2))
   console.log(`\n| status | count |\n|---|---:|\n${Object.entries(byStatus).map(([s, n]) => `| ${s} | ${n} |`).join('\n')}`)
   console.log(`\nrefusals: ${refused.length}, ${withRetryHint} with retry-after-ms, p50 ${report.refusals.p50Ms?.toFixed(0)} ms, p99 ${report.refusals.p99Ms?.toFixed(0)} ms (inside the edge's code: p50 ${report.refusals.atEdgeP50Ms?.toFixed(0)} ms, p99 ${report.refusals.atEdgeP99Ms?.toFixed(0)} ms); 200 p99 ${report.okP99Ms?.toFixed(0)} ms; dropped by the client's in-flight bound: ${run.dropped}`)
-  console.log(`edge log, 5xx by outcome: ${JSON.stringify(edgeRefusals)}; client errors: ${JSON.stringify(clientErrors)}`)
+  console.log(`edge log, 5xx by outcome: ${JSON.stringify(edgeRefusals)}; client errors: ${JSON.stringify(clientErrors)} ${JSON.stringify(clientErrorTimes.slice(0, 10))}`)
+  for (const [what, q] of Object.entries(queued)) console.log(`at the nodes, ${what}: ${q.count} requests, ${q.overBound} over the ${queueMs} ms bound they were admitted by, ${q.over2xBound} over twice it (histogram buckets)`)
+  console.log(`at the client: ${clientSide.served} served, over ${queueMs} ms (or no answer): ${clientSide.overBound}, over twice it: ${clientSide.over2xBound}; stream headers p99 ${clientSide.streamHeadersP99Ms?.toFixed(0)} ms; TTFB p50 ${clientSide.ttfbP50Ms?.toFixed(0)} ms, p99 ${clientSide.ttfbP99Ms?.toFixed(0)} ms — inside the edge's code: p50 ${edgeServed.ttfbP50Ms?.toFixed(0)} ms, p99 ${edgeServed.ttfbP99Ms?.toFixed(0)} ms (${edgeServed.count} logged)`)
+  console.log(`CPU cores used over the run, by process: ${Object.entries(cores).map(([k, v]) => `${k} ${v}`).join(', ')}`)
   console.log(`prefix cache at the end (MiB held / budget): ${Object.entries(prefixCache).map(([n, c]) => `${n} ${c.bytesMiB}/${c.capacityMiB}`).join(', ')}`)
   console.log(`edge processes at the end (MiB): ${rssSamples.at(-1)?.edgeProcessesMiB}`)
   console.log(`afterwards: ${idle.map(([n, s]) => `${n} ${s}`).join(', ')}`)

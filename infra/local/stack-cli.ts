@@ -17,7 +17,7 @@ function banner(opts: StackOptions, stack: RunningStack): string {
   return `
 zerolayer local stack is up
   edge        ${url}   (${EDGE_DESCRIPTION[opts.edge]})
-${opts.edge === 'node' ? '' : '              at 64 concurrent streams its TTFB p99 is 2-3x the Node edge\'s (`--edge node`): edge/README.md\n'}${opts.edge === 'wrangler' || opts.edge === 'wrangler-inspector' ? '              under sustained overload requests queue in front of the Worker (`--edge miniflare` does not): bench/overload.ts\n' : ''}  dashboard   ${url}/dashboard
+${opts.edge === 'node' ? '' : '              at 64 concurrent streams its TTFB p99 is 2-3x the Node edge\'s (`--edge node`): edge/README.md\n'}  dashboard   ${url}/dashboard
   nodes       ${nodes}
   WAN         ${wan.length > 0 ? wan.join('\n              ') : 'off: every node direct (--wan for real RTTs between regions)'}
   dev API key ${opts.devApiKey}   (tenant "dev")

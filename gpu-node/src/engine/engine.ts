@@ -7,6 +7,9 @@ import { Sequence } from './sequence.ts'
 import { StepMetrics } from './step-metrics.ts'
 import type { EngineEvent, EngineHandle, EngineLimits, EngineObserver, EngineRequest, EngineStats, RequestEvent, SubmitResult } from './types.ts'
 
+/** The shortest wait estimate and retry hint, ms: the estimate is no finer than this. */
+const MIN_RETRY_HINT_MS = 100
+
 export interface EngineOptions {
   runner: ModelRunner
   decoder: TokenDecoder
@@ -85,11 +88,15 @@ export class Engine implements EngineHandle {
     // Under sustained overload a queue bounded only by its length grows a wait no client keeps
     // waiting for (measured: 3× overload through the edge, queued requests' clients timed out at
     // 30 s). Refusing at once with the wait as retry-after-ms lets the edge try another node and
-    // the client back off, as an honest 503 should.
+    // the client back off, as an honest 503 should. The hint is when the queue will be back under
+    // the bound (the wait less the bound), not the whole wait: the edge skips a refusing node for
+    // as long as it says, and told the whole wait it skipped every node until its queue had run
+    // dry (measured, 3× overload through the Miniflare edge: two of three nodes idle at 0.13–0.16
+    // cores while their queues had room).
     const maxWait = this.scheduler.limits.maxQueueWaitMs
     if (maxWait && this.scheduler.queue.length > 0) {
       const wait = this.estimateWaitMs()
-      if (wait > maxWait) return { ok: false, code: 'overloaded', retryAfterMs: wait }
+      if (wait > maxWait) return { ok: false, code: 'overloaded', retryAfterMs: Math.max(MIN_RETRY_HINT_MS, wait - maxWait) }
     }
     if (!this.scheduler.add(seq)) return { ok: false, code: 'overloaded', retryAfterMs: this.estimateWaitMs() }
     this.admitted.set(req.id, { seq, onEvent })
@@ -130,13 +137,13 @@ export class Engine implements EngineHandle {
    */
   estimateWaitMs(): number {
     const queue = this.scheduler.queue
-    const rate = this.metrics.tokPerSec()
+    const rate = this.metrics.waitTokPerSec()
     // No recent tokens means no measured rate: guess from the queue position alone.
-    if (rate === 0) return 100 * (queue.length + 1)
+    if (rate === 0) return MIN_RETRY_HINT_MS * (queue.length + 1)
     let backlogTokens = 0
     for (const seq of queue) backlogTokens += Math.min(seq.req.maxTokens, 512)
     // Capped at 30 s: both SDKs ignore a retry-after-ms of 60 s or more and fall back to their own backoff.
-    return Math.round(Math.min(30_000, Math.max(100, (backlogTokens / rate) * 1000)))
+    return Math.round(Math.min(30_000, Math.max(MIN_RETRY_HINT_MS, (backlogTokens / rate) * 1000)))
   }
 
   drain(): Promise<void> {
