@@ -81,7 +81,7 @@ try {
   const rate = okCap / (cap.endedAtMs / 1000)
   console.log(`${rate.toFixed(1)} req/s`)
 
-  const rssSamples: Array<{ atS: number; edgeMiB: number | null; edgeProcessesMiB: string; nodesMiB: Record<string, number | null>; cpuS: Record<string, number> }> = []
+  const rssSamples: Array<{ atS: number; edgeMiB: number | null; edgeProcessesMiB: string; nodesMiB: Record<string, number | null>; cpuS: Record<string, number>; clientConnections: number }> = []
   const sample = () => {
     const edge = treeRss(stack.running.supervisor.pid('edge'))
     // CPU seconds so far, by process: which one saturated the machine (the edge's runtime, the nodes, the load generator).
@@ -91,6 +91,9 @@ try {
     for (const svc of ['redis', 'upstash-bridge']) cpuS[svc] = treeRss(stack.running.supervisor.pid(svc)).reduce((n, p) => n + p.cpuS, 0)
     rssSamples.push({
       cpuS,
+      // Connections this client holds open to the edge: each costs the edge's runtime buffers,
+      // so its RSS follows this count up to the client's bound (MAX_IN_FLIGHT).
+      clientConnections: Object.values(dispatcher.stats).reduce((n, st) => n + Number(st.connected), 0),
       atS: Math.round((performance.now() - t0) / 1000),
       edgeMiB: totalMiB(edge),
       // Which of the edge's processes grows (wrangler's node, its workerd instances, esbuild).
@@ -115,6 +118,8 @@ try {
   const refused = done.filter((r) => r.status === 503 || r.status === 529)
   const refusedMs = refused.map((r) => r.totalMs)
   const withRetryHint = refused.filter((r) => r.retryAfterMs !== undefined).length
+  // Who answered a refusal without the hint (not the edge: its own carry one): the first few bodies.
+  const withoutHint = refused.filter((r) => r.retryAfterMs === undefined).slice(0, 3).map((r) => r.error)
   // What the nodes' memory holds at the end: the prefix cache fills up to its own budget
   // (PREFIX_CACHE_MB), beside the KV budget, so a node's RSS climbs to that bound and stops.
   const prefixCache = Object.fromEntries(await Promise.all(stack.regions.map(async (r) => {
@@ -175,7 +180,7 @@ try {
     clientErrorTimes,
     edge: edgeKind, regions: stack.regions.length, capacityReqPerS: rate, factor, seconds,
     sent: done.length, dropped: run.dropped, byStatus,
-    refusals: { count: refused.length, withRetryAfterMs: withRetryHint, p50Ms: percentile(refusedMs, 50), p99Ms: percentile(refusedMs, 99), atEdgeP50Ms: percentile(edgeRefusalMs, 50), atEdgeP99Ms: percentile(edgeRefusalMs, 99) },
+    refusals: { count: refused.length, withRetryAfterMs: withRetryHint, withoutHint, p50Ms: percentile(refusedMs, 50), p99Ms: percentile(refusedMs, 99), atEdgeP50Ms: percentile(edgeRefusalMs, 50), atEdgeP99Ms: percentile(edgeRefusalMs, 99) },
     okP99Ms: percentile(done.filter((r) => r.status === 200).map((r) => r.totalMs), 99),
     afterwards: Object.fromEntries(idle),
     prefixCache,
@@ -190,6 +195,7 @@ try {
   writeFileSync(file, JSON.stringify(report, null, 2))
   console.log(`\n| status | count |\n|---|---:|\n${Object.entries(byStatus).map(([s, n]) => `| ${s} | ${n} |`).join('\n')}`)
   console.log(`\nrefusals: ${refused.length}, ${withRetryHint} with retry-after-ms, p50 ${report.refusals.p50Ms?.toFixed(0)} ms, p99 ${report.refusals.p99Ms?.toFixed(0)} ms (inside the edge's code: p50 ${report.refusals.atEdgeP50Ms?.toFixed(0)} ms, p99 ${report.refusals.atEdgeP99Ms?.toFixed(0)} ms); 200 p99 ${report.okP99Ms?.toFixed(0)} ms; dropped by the client's in-flight bound: ${run.dropped}`)
+  if (withoutHint.length > 0) console.log(`refusals without retry-after-ms, the first: ${JSON.stringify(withoutHint)}`)
   console.log(`edge log, 5xx by outcome: ${JSON.stringify(edgeRefusals)}; client errors: ${JSON.stringify(clientErrors)} ${JSON.stringify(clientErrorTimes.slice(0, 10))}`)
   for (const [what, q] of Object.entries(queued)) console.log(`at the nodes, ${what}: ${q.count} requests, ${q.overBound} over the ${queueMs} ms bound they were admitted by, ${q.over2xBound} over twice it (histogram buckets)`)
   console.log(`at the client: ${clientSide.served} served, over ${queueMs} ms (or no answer): ${clientSide.overBound}, over twice it: ${clientSide.over2xBound}; stream headers p99 ${clientSide.streamHeadersP99Ms?.toFixed(0)} ms; TTFB p50 ${clientSide.ttfbP50Ms?.toFixed(0)} ms, p99 ${clientSide.ttfbP99Ms?.toFixed(0)} ms — inside the edge's code: p50 ${edgeServed.ttfbP50Ms?.toFixed(0)} ms, p99 ${edgeServed.ttfbP99Ms?.toFixed(0)} ms (${edgeServed.count} logged)`)
@@ -197,8 +203,8 @@ try {
   console.log(`prefix cache at the end (MiB held / budget): ${Object.entries(prefixCache).map(([n, c]) => `${n} ${c.bytesMiB}/${c.capacityMiB}`).join(', ')}`)
   console.log(`edge processes at the end (MiB): ${rssSamples.at(-1)?.edgeProcessesMiB}`)
   console.log(`afterwards: ${idle.map(([n, s]) => `${n} ${s}`).join(', ')}`)
-  console.log(`\n| t (s) | edge RSS (MiB) | ${stack.regions.map((r) => `${r.name} RSS`).join(' | ')} | edge processes (MiB) |\n|---:|---:|${stack.regions.map(() => '---:').join('|')}|---|`)
-  for (const s of rssSamples) console.log(`| ${s.atS} | ${s.edgeMiB} | ${stack.regions.map((r) => s.nodesMiB[r.name]).join(' | ')} | ${s.edgeProcessesMiB} |`)
+  console.log(`\n| t (s) | client connections | edge RSS (MiB) | ${stack.regions.map((r) => `${r.name} RSS`).join(' | ')} | edge processes (MiB) |\n|---:|---:|---:|${stack.regions.map(() => '---:').join('|')}|---|`)
+  for (const s of rssSamples) console.log(`| ${s.atS} | ${s.clientConnections} | ${s.edgeMiB} | ${stack.regions.map((r) => s.nodesMiB[r.name]).join(' | ')} | ${s.edgeProcessesMiB} |`)
   console.log(`\nwritten: ${file}`)
 } finally {
   await dispatcher.close()

@@ -233,8 +233,8 @@ export async function startInstantUpstream(opts: { cpus?: string } = {}): Promis
 }
 
 /** The bench-only bare Hono passthrough (probe/bare-hono-passthrough.ts) in front of `upstreamUrl`. */
-export async function startBarePassthrough(upstreamUrl: string, opts: ProxyProcOptions = {}): Promise<EdgeProc> {
-  const proc = spawnProxy('bare-hono-passthrough', ['bench/probe/bare-hono-passthrough.ts'], { UPSTREAM_URL: upstreamUrl, PORT: '0' }, opts)
+export async function startBarePassthrough(upstreamUrl: string, opts: ProxyProcOptions & { h2?: boolean } = {}): Promise<EdgeProc> {
+  const proc = spawnProxy(opts.h2 ? 'bare-hono-passthrough-h2' : 'bare-hono-passthrough', ['bench/probe/bare-hono-passthrough.ts'], { UPSTREAM_URL: upstreamUrl, PORT: '0', ...(opts.h2 ? { UPSTREAM_H2: '1' } : {}) }, opts)
   const ready = await proc.waitFor((_l, j) => j?.msg === 'ready', opts.readyTimeoutMs ?? 60_000).catch(async (e) => {
     await proc.stop()
     throw e

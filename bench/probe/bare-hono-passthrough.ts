@@ -3,16 +3,22 @@
  * upstream with the same signed headers, stream the answer back. No auth, no limits, no
  * validation, no routing. The edge scenario runs it beside the real edge so the edge's cost is
  * seen against the framework's own floor on this machine, in the same run (FACTS.md: ~1.5k req/s
- * on one core, +1.3–1.5 ms TTFB). Env: UPSTREAM_URL, PORT (0 = any). Prints {"msg":"ready","url"}.
+ * on one core, +1.3–1.5 ms TTFB). Env: UPSTREAM_URL, PORT (0 = any), UPSTREAM_H2=1 (reach the
+ * upstream as the Node edge does, over one multiplexed h2c connection, edge/src/proxy/undici-upstream.ts,
+ * instead of an HTTP/1.1 pool: the protocol's own cost, apart from ours). Prints {"msg":"ready","url"}.
  */
 import { Readable } from 'node:stream'
 import { serve } from '@hono/node-server'
 import { Hono } from 'hono'
-import { Pool } from 'undici'
+import { Agent, Pool } from 'undici'
 
 const upstream = process.env.UPSTREAM_URL
 if (!upstream) throw new Error('UPSTREAM_URL is required')
-const pool = new Pool(upstream, { connections: 128, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: 0, bodyTimeout: 0 })
+const h2 = process.env.UPSTREAM_H2 === '1'
+// The h2 settings are the edge's (undici-upstream.ts); `useH2c` is missing from undici's option types.
+const pool = h2
+  ? new Agent({ allowH2: true, useH2c: true, connections: 1, pipelining: 128, maxConcurrentStreams: 128, keepAliveTimeout: 60_000, headersTimeout: 0, bodyTimeout: 0 } as Agent.Options)
+  : new Pool(upstream, { connections: 128, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: 0, bodyTimeout: 0 })
 const FORWARDED = ['content-type', 'x-request-id', 'x-zl-signature', 'anthropic-version']
 
 const app = new Hono()
@@ -23,7 +29,8 @@ app.post('*', async (c) => {
     const v = c.req.header(name)
     if (v !== undefined) headers[name] = v
   }
-  const res = await pool.request({ path: c.req.path, method: 'POST', headers, body, signal: c.req.raw.signal })
+  // Over h2 as the edge: bytes, `idempotent` so that undici multiplexes POSTs on the connection.
+  const res = await pool.request({ origin: upstream, path: c.req.path, method: 'POST', headers, body, ...(h2 ? { idempotent: true } : {}), signal: c.req.raw.signal })
   const out = new Headers()
   const type = res.headers['content-type']
   if (typeof type === 'string') out.set('content-type', type)

@@ -5,6 +5,9 @@
  * (core 1, with the load generator, the Upstash bridge and redis). Through the edge: auth, both
  * rate limits (real redis-server + the bridge), validation and signing, as in production.
  *
+ * The bare passthrough runs twice: over an HTTP/1.1 pool, and over one h2c connection as the
+ * edge does (`UPSTREAM_H2=1`), so the protocol's share of the gap is counted apart from ours.
+ *
  * Per proxy and request kind (non-streaming ~1 kB, streaming ~1 kB, non-streaming ~100 kB):
  * - warm-up: `warm` requests of every kind first, with callgrind's instrumentation off (fast), so
  *   V8 has tiered the path up (optimised code) before anything is counted;
@@ -39,6 +42,13 @@ const IDLE_MS = 5000
 import type { PinnedEdgeInput, PinnedEdgeResult } from './edge-pinned.ts'
 
 export const REQUEST_KINDS = ['non_streaming_1kb', 'streaming_1kb', 'non_streaming_100kb'] as const
+/**
+ * The edge and two bare passthroughs: to the upstream over an HTTP/1.1 pool (the framework's
+ * floor, the target's reference), and over one h2c connection as the edge reaches its nodes
+ * (DESIGN.md §3): between the two is the protocol's cost, the rest of the edge's is ours.
+ */
+const PROXIES = ['edge', 'bare', 'bare_h2'] as const
+type Proxy = (typeof PROXIES)[number]
 export type RequestKind = (typeof REQUEST_KINDS)[number]
 
 export interface KindCount {
@@ -75,22 +85,22 @@ export async function runEdgeInstructions(ctx: BenchContext, input: PinnedEdgeIn
   const pinned = hasTaskset()
   const unpinSelf = pinned ? pinSelf('1') : () => {}
   const agent = benchAgent()
-  const counts: Record<'edge' | 'bare', Partial<Record<RequestKind, KindCount>>> = { edge: {}, bare: {} }
+  const counts: Record<Proxy, Partial<Record<RequestKind, KindCount>>> = { edge: {}, bare: {}, bare_h2: {} }
   const notes: string[] = []
-  const idlePerS: Partial<Record<'edge' | 'bare', { main: number; all: number }>> = {}
-  const batchWallMs: Partial<Record<'edge' | 'bare', number[]>> = {}
+  const idlePerS: Partial<Record<Proxy, { main: number; all: number }>> = {}
+  const batchWallMs: Partial<Record<Proxy, number[]>> = {}
   try {
-    for (const which of ['edge', 'bare'] as const) {
+    for (const which of PROXIES) {
       const dir = mkdtempSync(join(tmpdir(), 'zl-bench-callgrind-'))
       const outFile = join(dir, `${which}.out`)
       // Both proxies bundled the same way (bundle.ts: tsx's loader under valgrind takes minutes).
-      const bundle = which === 'edge' ? bundleEntry('edge/src/entries/node.ts', join(dir, 'edge.mjs'), 'edge/src/dashboard/file-assets.ts') : bundleEntry('bench/probe/bare-hono-passthrough.ts', join(dir, 'bare.mjs'))
+      const bundle = which === 'edge' ? bundleEntry('edge/src/entries/node.ts', join(dir, 'edge.mjs'), 'edge/src/dashboard/file-assets.ts') : bundleEntry('bench/probe/bare-hono-passthrough.ts', join(dir, `${which}.mjs`))
       const opts = { wrap: callgrindWrap(outFile), bundle, readyTimeoutMs: 600_000, ...(pinned ? { cpus: '0' } : {}) }
       const t0 = performance.now()
       // Under callgrind every step takes ~100× its wall time: the limiter's and the upstream's
       // timeouts are raised so that a slow process is not mistaken for a slow store or node.
       const slowEnv = { ...input.edgeEnv, RATE_LIMIT_TIMEOUT_MS: '60000', UPSTREAM_CONNECT_TIMEOUT_MS: '120000' }
-      const proc: EdgeProc = which === 'edge' ? await startNodeEdge(slowEnv, opts) : await startBarePassthrough(input.instantUrl, opts)
+      const proc: EdgeProc = which === 'edge' ? await startNodeEdge(slowEnv, opts) : await startBarePassthrough(input.instantUrl, { ...opts, h2: which === 'bare_h2' })
       try {
         const counter = new CallgrindCounter(proc.proc.pid, outFile)
         const headers: Record<string, string> = which === 'edge' ? { authorization: `Bearer ${input.apiKey}` } : {}
@@ -144,17 +154,19 @@ export async function runEdgeInstructions(ctx: BenchContext, input: PinnedEdgeIn
     unpinSelf()
     await agent.close()
   }
-  const ratio = (k: RequestKind) => round(counts.edge[k]!.median / counts.bare[k]!.median)
-  const spreads = kindsCounted.flatMap((k) => [counts.edge[k]!.spread, counts.bare[k]!.spread])
+  const ratio = (k: RequestKind, bare: Proxy = 'bare') => round(counts.edge[k]!.median / counts[bare][k]!.median)
+  const spreads = kindsCounted.flatMap((k) => PROXIES.map((p) => counts[p][k]!.spread))
   if (Math.max(...spreads) > 0.01) notes.push(`instruction counts: batches of one kind differed by up to ${(Math.max(...spreads) * 100).toFixed(1)} % of their median (target ≤ 1 %)`)
   return {
-    figures: { instructions_per_request_over_bare: ratio('non_streaming_1kb') },
+    figures: { instructions_per_request_over_bare: ratio('non_streaming_1kb'), instructions_per_request_over_bare_h2: ratio('non_streaming_1kb', 'bare_h2') },
     raw: {
       method: `callgrind (main thread; all threads beside it), each proxy bundled (esbuild) and on core 0; ${warm} warm-up requests of each kind, then per kind ${BATCHES} batches of N = ${n} requests one at a time, counters zeroed before each; per request = median over batches of count / N`,
       per_request: counts,
       idle_per_s: idlePerS,
       wall_ms_per_counted_request: Object.fromEntries(Object.entries(batchWallMs).map(([k, v]) => [k, round(median(v), 1)])),
       edge_over_bare: Object.fromEntries(kindsCounted.map((k) => [k, ratio(k)])),
+      edge_over_bare_h2: Object.fromEntries(kindsCounted.map((k) => [k, ratio(k, 'bare_h2')])),
+      bare_h2_over_bare: Object.fromEntries(kindsCounted.map((k) => [k, round(counts.bare_h2[k]!.median / counts.bare[k]!.median)])),
       edge_minus_bare: Object.fromEntries(kindsCounted.map((k) => [k, counts.edge[k]!.median - counts.bare[k]!.median])),
     },
     notes,
