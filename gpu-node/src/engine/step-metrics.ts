@@ -19,7 +19,6 @@ export class StepMetrics {
   /** Prompt tokens per second of model time in prefill runs, smoothed; 0 until a prefill ran. */
   prefillTokPerSec = 0
   private readonly meter = new ThroughputMeter(5000)
-  private readonly recentMeter = new ThroughputMeter(1000)
   /** Request id → steps started when abort() was called. */
   private readonly abortedAt = new Map<string, number>()
   /** Aborted sequences whose KV release rides on a coming plan: seqId → (id, steps started at abort). */
@@ -43,7 +42,7 @@ export class StepMetrics {
    */
   waitTokPerSec(): number {
     const t = this.now()
-    return Math.min(this.meter.rate(t), this.recentMeter.rate(t))
+    return Math.min(this.meter.rate(t), this.meter.rate(t, 1000))
   }
 
   /** abort(id) was called; the first call counts. */
@@ -73,9 +72,7 @@ export class StepMetrics {
     this.kvTokens = result.kvTokens
     this.steps++
     for (const seqId of plan.release) this.reportFreed(seqId)
-    const generated = result.decoded.tokens.length + result.joined.tokens.length
-    this.meter.add(this.now(), generated)
-    this.recentMeter.add(this.now(), generated)
+    this.meter.add(this.now(), result.decoded.tokens.length + result.joined.tokens.length)
     if (plan.decode || plan.prefill.length > 0) {
       const prefillTokens = plan.prefill.reduce((n, p) => n + p.tokens.length, 0)
       // The edge weighs a cached prefix's worth in time by this (issue 16's cross-region rule).

@@ -9,6 +9,14 @@ describe('ThroughputMeter', () => {
     expect(m.rate(11_000)).toBeCloseTo(100, 0)
   })
 
+  it('measures over the last part of the window when asked', () => {
+    const m = new ThroughputMeter(5000)
+    m.add(11_000, 1000)
+    m.add(14_500, 50)
+    expect(m.rate(15_000)).toBeCloseTo(262.5, 0)
+    expect(m.rate(15_000, 1000)).toBeCloseTo(100, 0)
+  })
+
   it('forgets tokens older than the window', () => {
     const m = new ThroughputMeter(5000)
     m.add(0, 1000)

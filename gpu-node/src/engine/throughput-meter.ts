@@ -12,19 +12,22 @@ export class ThroughputMeter {
   }
 
   /**
-   * Tokens per second over the span actually observed (at most the window): right after a node
-   * becomes busy, dividing by the whole window would understate the rate several times over.
+   * Tokens per second over the span actually observed (at most the window, or the last `overMs`
+   * of it): right after a node becomes busy, dividing by the whole window would understate the
+   * rate several times over.
    */
-  rate(nowMs: number): number {
+  rate(nowMs: number, overMs = this.windowMs): number {
     this.prune(nowMs)
+    const since = Math.floor((nowMs - overMs) / 100)
     let total = 0
     let oldest = Infinity
     for (const [b, n] of this.buckets) {
+      if (b <= since) continue
       total += n
       oldest = Math.min(oldest, b)
     }
     if (total === 0) return 0
-    const spanMs = Math.min(this.windowMs, Math.max(100, nowMs - oldest * 100))
+    const spanMs = Math.min(overMs, Math.max(100, nowMs - oldest * 100))
     return (total * 1000) / spanMs
   }
 
