@@ -26,7 +26,7 @@ const factor = Number(values.factor)
 const edgeKind = EDGE_KINDS.find((k) => k === values.edge) ?? 'wrangler'
 
 /** Resident memory (MiB) and CPU time so far (s, user + system) of a process and each of its descendants (from /proc). */
-function treeRss(pid: number | undefined): Array<{ pid: number; name: string; mib: number; cpuS: number }> {
+function processTree(pid: number | undefined): Array<{ pid: number; name: string; mib: number; cpuS: number }> {
   if (pid === undefined) return []
   const children = (p: number): number[] => {
     try {
@@ -83,12 +83,14 @@ try {
 
   const rssSamples: Array<{ atS: number; edgeMiB: number | null; edgeProcessesMiB: string; nodesMiB: Record<string, number | null>; cpuS: Record<string, number>; clientConnections: number }> = []
   const sample = () => {
-    const edge = treeRss(stack.running.supervisor.pid('edge'))
+    const edge = processTree(stack.running.supervisor.pid('edge'))
+    const nodes = stack.regions.map((r) => [r.name, processTree(stack.nodePid(r.name))] as const)
     // CPU seconds so far, by process: which one saturated the machine (the edge's runtime, the nodes, the load generator).
-    const cpuS: Record<string, number> = { client: process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6 }
+    const usage = process.cpuUsage()
+    const cpuS: Record<string, number> = { client: (usage.user + usage.system) / 1e6 }
     for (const p of edge) cpuS[`edge ${p.name}`] = (cpuS[`edge ${p.name}`] ?? 0) + p.cpuS
-    for (const r of stack.regions) cpuS[r.name] = treeRss(stack.nodePid(r.name)).reduce((n, p) => n + p.cpuS, 0)
-    for (const svc of ['redis', 'upstash-bridge']) cpuS[svc] = treeRss(stack.running.supervisor.pid(svc)).reduce((n, p) => n + p.cpuS, 0)
+    for (const [name, tree] of nodes) cpuS[name] = tree.reduce((n, p) => n + p.cpuS, 0)
+    for (const svc of ['redis', 'upstash-bridge']) cpuS[svc] = processTree(stack.running.supervisor.pid(svc)).reduce((n, p) => n + p.cpuS, 0)
     rssSamples.push({
       cpuS,
       // Connections this client holds open to the edge: each costs the edge's runtime buffers,
@@ -98,7 +100,7 @@ try {
       edgeMiB: totalMiB(edge),
       // Which of the edge's processes grows (wrangler's node, its workerd instances, esbuild).
       edgeProcessesMiB: edge.map((p) => `${p.name} ${p.mib}`).join(', '),
-      nodesMiB: Object.fromEntries(stack.regions.map((r) => [r.name, totalMiB(treeRss(stack.nodePid(r.name)))])),
+      nodesMiB: Object.fromEntries(nodes.map(([name, tree]) => [name, totalMiB(tree)])),
     })
   }
   const t0 = performance.now()
@@ -120,21 +122,22 @@ try {
   const withRetryHint = refused.filter((r) => r.retryAfterMs !== undefined).length
   // Who answered a refusal without the hint (not the edge: its own carry one): the first few bodies.
   const withoutHint = refused.filter((r) => r.retryAfterMs === undefined).slice(0, 3).map((r) => r.error)
+  // Each node's metrics at the end of the run, scraped once for what follows.
+  const endMetrics = await Promise.all(stack.regions.map((r) => stack.metrics(r.name)))
   // What the nodes' memory holds at the end: the prefix cache fills up to its own budget
   // (PREFIX_CACHE_MB), beside the KV budget, so a node's RSS climbs to that bound and stops.
-  const prefixCache = Object.fromEntries(await Promise.all(stack.regions.map(async (r) => {
-    const m = await stack.metrics(r.name)
+  const prefixCache = Object.fromEntries(stack.regions.map((r, i) => {
+    const m = endMetrics[i]!
     return [r.name, { bytesMiB: Math.round((m.value('zl_prefix_cache_bytes') ?? 0) / 2 ** 20), capacityMiB: Math.round((m.value('zl_prefix_cache_capacity_bytes') ?? 0) / 2 ** 20) }] as const
-  })))
+  }))
   // How long admitted requests queued at the nodes, against the bound they admit by
   // (MAX_QUEUE_WAIT_MS): an estimate that understates the wait shows here as requests over it.
   // The whole time at the node (arrival to finish) against the client's: the rest was spent
   // before a node saw the request or after it answered (the edge, the sockets in between).
   const queueMs = Number(values['queue-wait-ms'])
-  const overAtNodes = async (name: string) => {
+  const overAtNodes = (name: string) => {
     const out = { count: 0, overBound: 0, over2xBound: 0 }
-    for (const r of stack.regions) {
-      const m = await stack.metrics(r.name)
+    for (const m of endMetrics) {
       const le = (bound: number) => m.series(`${name}_bucket`).filter((x) => Number(x.labels.le) >= bound / 1000).reduce((lo, x) => Math.min(lo, x.value), Infinity)
       const count = m.value(`${name}_count`)
       out.count += count
@@ -143,7 +146,7 @@ try {
     }
     return out
   }
-  const queued = { queue: await overAtNodes('zl_request_queue_time_seconds'), wholeRequest: await overAtNodes('zl_e2e_request_latency_seconds') }
+  const queued = { queue: overAtNodes('zl_request_queue_time_seconds'), wholeRequest: overAtNodes('zl_e2e_request_latency_seconds') }
   const served = done.filter((r) => r.status === 200)
   const clientOver = (bound: number) => served.filter((r) => r.totalMs > bound).length + done.filter((r) => r.status === 0).length
   const clientSide = { served: served.length, overBound: clientOver(queueMs), over2xBound: clientOver(2 * queueMs), streamHeadersP99Ms: percentile(served.filter((r) => r.textFrames > 0 && r.headersMs !== undefined).map((r) => r.headersMs!), 99), ttfbP50Ms: percentile(served.map((r) => r.ttfbMs ?? r.totalMs), 50), ttfbP99Ms: percentile(served.map((r) => r.ttfbMs ?? r.totalMs), 99) }
