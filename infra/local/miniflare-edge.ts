@@ -22,16 +22,10 @@ import { basename, dirname, extname, join, resolve } from 'node:path'
 import { promisify } from 'node:util'
 import { parseEnv } from 'node:util'
 import { z } from 'zod'
+import { LocalEdgeOptions } from './local-edge.ts'
 
-export const MiniflareEdgeOptions = z.object({
-  config: z.string().min(1).default('wrangler.toml'),
-  ip: z.string().min(1),
-  port: z.coerce.number().int().min(0).max(65535),
-  envFile: z.string().min(1),
-  /** Local state (KV, caches); default none kept. */
-  persistTo: z.string().min(1).optional(),
-  /** Rebuild on source changes, as `wrangler dev` does (default on). */
-  watch: z.boolean().default(true),
+/** Without persistTo no local state is kept. */
+export const MiniflareEdgeOptions = LocalEdgeOptions.extend({
   /** Folders whose changes trigger a rebuild (relative to the working directory). */
   watchDirs: z.array(z.string().min(1)).default(['edge/src', 'shared/src']),
 })

@@ -5,46 +5,15 @@
  * JSON line `{"msg":"wrangler dev ready","url"}` once it serves; SIGTERM/SIGINT stop workerd too.
  */
 import { parseArgs } from 'node:util'
+import { disposeOnSignal, LOCAL_EDGE_FLAGS, localEdgeInput, optionsOrExit } from './local-edge.ts'
 import { startWranglerDevEngine, WranglerDevOptions } from './wrangler-dev.ts'
 
 const { values } = parseArgs({
   args: process.argv.slice(2),
-  options: {
-    config: { type: 'string' },
-    ip: { type: 'string' },
-    port: { type: 'string' },
-    'env-file': { type: 'string' },
-    'persist-to': { type: 'string' },
-    'log-level': { type: 'string' },
-    'no-watch': { type: 'boolean' },
-    'inspector-port': { type: 'string' },
-  },
+  options: { ...LOCAL_EDGE_FLAGS, 'log-level': { type: 'string' }, 'inspector-port': { type: 'string' } },
 })
-const parsed = WranglerDevOptions.safeParse({
-  config: values.config,
-  ip: values.ip,
-  port: values.port,
-  envFile: values['env-file'],
-  persistTo: values['persist-to'],
-  logLevel: values['log-level'],
-  watch: !values['no-watch'],
-  inspectorPort: values['inspector-port'],
-})
-if (!parsed.success) {
-  process.stderr.write(`bad flags: ${parsed.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('; ')}\n`)
-  process.exit(2)
-}
+const options = optionsOrExit(WranglerDevOptions.safeParse({ ...localEdgeInput(values), logLevel: values['log-level'], inspectorPort: values['inspector-port'] }))
 
-const dev = await startWranglerDevEngine(parsed.data)
-console.log(JSON.stringify({ msg: 'wrangler dev ready', url: dev.url, inspector: parsed.data.inspectorPort !== undefined }))
-let stopping = false
-const stop = () => {
-  if (stopping) return
-  stopping = true
-  dev.dispose().then(
-    () => process.exit(0),
-    () => process.exit(1),
-  )
-}
-process.on('SIGTERM', stop)
-process.on('SIGINT', stop)
+const dev = await startWranglerDevEngine(options)
+console.log(JSON.stringify({ msg: 'wrangler dev ready', url: dev.url, inspector: options.inspectorPort !== undefined }))
+disposeOnSignal(() => dev.dispose())

@@ -17,17 +17,11 @@
  * `inspectorPort` turns it back on (a debugger session), with the stall.
  */
 import { z } from 'zod'
+import { LocalEdgeOptions } from './local-edge.ts'
 
-export const WranglerDevOptions = z.object({
-  config: z.string().min(1).default('wrangler.toml'),
-  ip: z.string().min(1),
-  port: z.coerce.number().int().min(0).max(65535),
-  envFile: z.string().min(1),
-  /** Local state (KV, caches); default wrangler's `.wrangler/state`. */
-  persistTo: z.string().min(1).optional(),
+/** persistTo's default is wrangler's `.wrangler/state`. */
+export const WranglerDevOptions = LocalEdgeOptions.extend({
   logLevel: z.enum(['debug', 'info', 'log', 'warn', 'error', 'none']).default('log'),
-  /** Rebuild on source changes, as `wrangler dev` does (default on). */
-  watch: z.boolean().default(true),
   /** DevTools inspector port: on only when given (streams stall with it, see above). */
   inspectorPort: z.coerce.number().int().min(1).max(65535).optional(),
 })
