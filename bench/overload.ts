@@ -18,6 +18,7 @@ import { pollUntil, startTestStack } from '../test/e2e/support/stack.ts'
 import { benchAgent, sendRequest, type RequestRecord } from './load/client.ts'
 import { buildBody } from './load/dialects.ts'
 import { closedLoop, openLoop } from './load/generators.ts'
+import { processCpuSeconds } from './lib/procs.ts'
 import { percentile, poissonArrivals } from './lib/stats.ts'
 
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '60' }, factor: { type: 'string', default: '3' }, edge: { type: 'string', default: 'wrangler' }, regions: { type: 'string', default: '3' }, 'queue-wait-ms': { type: 'string', default: '10000' }, 'node-nice': { type: 'string', default: '10' } } })
@@ -41,11 +42,7 @@ function processTree(pid: number | undefined): Array<{ pid: number; name: string
     const p = stack.pop()!
     try {
       const status = readFileSync(`/proc/${p}/status`, 'utf8')
-      // utime and stime, the 14th and 15th fields, in clock ticks (100 per second on Linux); the
-      // name field before them may hold spaces, so count from its closing parenthesis.
-      const stat = readFileSync(`/proc/${p}/stat`, 'utf8')
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      const cpuS = (Number(fields[11]) + Number(fields[12])) / 100
+      const cpuS = processCpuSeconds(p)
       out.push({ pid: p, name: /Name:\s+(\S+)/.exec(status)?.[1] ?? '?', mib: Math.round(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024), cpuS })
     } catch {
       continue

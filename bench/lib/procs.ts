@@ -12,6 +12,15 @@ import { setTimeout as sleep } from 'node:timers/promises'
 
 export const MALLOC_ENV = { MALLOC_MMAP_MAX_: '0', MALLOC_TRIM_THRESHOLD_: '68719476736' }
 const CLK_TCK = 100
+
+/** User + system CPU seconds of a process so far, from /proc (throws when it is gone). */
+export function processCpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  // The name field may hold spaces: count from its closing parenthesis. fields[0] is field 3
+  // (state): utime is field 14, stime field 15.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK
+}
 const live = new Set<Proc>()
 
 export interface SpawnOptions {
@@ -110,10 +119,7 @@ export function spawnProc(name: string, command: string, args: string[], opts: S
     },
     cpuSeconds() {
       try {
-        const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8')
-        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-        // fields[0] is field 3 (state): utime is field 14, stime field 15.
-        return (Number(fields[11]) + Number(fields[12])) / CLK_TCK
+        return processCpuSeconds(child.pid!)
       } catch {
         return NaN
       }

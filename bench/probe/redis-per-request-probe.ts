@@ -6,28 +6,23 @@
  */
 import { randomBytes } from 'node:crypto'
 import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
-import { Redis } from '@upstash/redis'
-import { seedKey } from '../../infra/keys/key-admin.ts'
 import { benchAgent, sendRequest } from '../load/client.ts'
 import { buildBody } from '../load/dialects.ts'
 import { closedLoop } from '../load/generators.ts'
+import { BENCH_API_KEY, benchEdgeEnv, seedBenchKey } from '../lib/bench-edge.ts'
+import { processCpuSeconds } from '../lib/procs.ts'
 import { chatPromptOfLength } from '../lib/prompts.ts'
 import { percentile } from '../lib/stats.ts'
 import { startGpuNode, startNodeEdge, startUpstashProcs, startWranglerDev } from '../lib/services.ts'
 
-/** User + system CPU seconds of a process, from /proc/PID/stat (utime, stime in clock ticks of 10 ms). */
-const cpuOf = (pid: number) => { const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' '); return (Number(f[11]) + Number(f[12])) / 100 }
-const API_KEY = 'zl-benchkey' + '0'.repeat(32 - 'benchkey'.length)
 const secret = randomBytes(24).toString('hex')
 const stops: Array<() => Promise<void>> = []
 const extra = JSON.parse(process.env.EXTRA_ENV ?? '{}')
 try {
   const upstash = await startUpstashProcs(); stops.push(() => upstash.stop())
-  await seedKey(new Redis({ url: upstash.restUrl, token: upstash.restToken, enableTelemetry: false }), API_KEY, { tenant: 'bench', name: 'bench key', id: 'key_bench', rpm: 1_000_000_000, tpm: 1_000_000_000_000 })
+  await seedBenchKey(upstash)
   const node = await startGpuNode({ modelDir: 'models/tiny', secret, env: { INTRA_OP_THREADS: '1' } }); stops.push(() => node.stop())
-  const edgeEnv: Record<string, string> = { UPSTASH_REDIS_REST_URL: upstash.restUrl, UPSTASH_REDIS_REST_TOKEN: upstash.restToken, EDGE_SHARED_SECRET: secret,
-    GPU_NODES: JSON.stringify([{ id: 'bench-node', url: node.url, region: 'bench', lat: 39, lon: -77.5, models: [node.model] }]), RATE_LIMIT_FAILURE_MODE: 'closed', EDGE_REGION: 'bench', EDGE_LAT: '39', EDGE_LON: '-77.5', ...extra }
+  const edgeEnv: Record<string, string> = { ...benchEdgeEnv(upstash, secret, [{ id: 'bench-node', url: node.url, model: node.model }]), ...extra }
   const edges: Record<string, string> = {}
   const ne = await startNodeEdge(edgeEnv); stops.push(() => ne.stop()); edges['node-edge'] = ne.url
   const mf = await startWranglerDev(edgeEnv, { miniflare: true }); stops.push(() => mf.stop()); edges.miniflare = mf.url
@@ -36,15 +31,15 @@ try {
   const prompt = chatPromptOfLength('models/tiny', 32)
   const body = buildBody('openai-chat', { model: node.model, text: prompt.text, maxTokens: 32, stream: true, ignoreEos: true })
   const dispatcher = benchAgent()
-  const send = (t: string, s?: AbortSignal) => sendRequest({ origin: edges[t]!, dialect: 'openai-chat', body, stream: true, headers: { authorization: `Bearer ${API_KEY}` }, dispatcher, timeoutMs: 120_000, ...(s ? { signal: s } : {}) })
+  const send = (t: string, s?: AbortSignal) => sendRequest({ origin: edges[t]!, dialect: 'openai-chat', body, stream: true, headers: { authorization: `Bearer ${BENCH_API_KEY}` }, dispatcher, timeoutMs: 120_000, ...(s ? { signal: s } : {}) })
   for (const t of Object.keys(edges)) await closedLoop({ concurrency: 8, durationMs: 30_000, graceMs: 10_000, maxRequests: 64, run: (_n, s) => send(t, s) })
   for (let r = 0; r < 2; r++) for (const t of Object.keys(edges)) {
     const before = stats()
-    const bc0 = upstash.bridge.cpuSeconds(); const rc0 = cpuOf(upstash.redis.pid)
+    const bc0 = upstash.bridge.cpuSeconds(); const rc0 = processCpuSeconds(upstash.redis.pid)
     const run = await closedLoop({ concurrency: 64, durationMs: 60_000, graceMs: 10_000, maxRequests: 384, run: (_n, s) => send(t, s) })
     await new Promise((res) => setTimeout(res, 1500))
     const after = stats()
-    const bridgeCpuMsPerReq = +(((upstash.bridge.cpuSeconds() - bc0) * 1000) / 384).toFixed(3); const redisCpuMsPerReq = +(((cpuOf(upstash.redis.pid) - rc0) * 1000) / 384).toFixed(3)
+    const bridgeCpuMsPerReq = +(((upstash.bridge.cpuSeconds() - bc0) * 1000) / 384).toFixed(3); const redisCpuMsPerReq = +(((processCpuSeconds(upstash.redis.pid) - rc0) * 1000) / 384).toFixed(3)
     const delta = Object.fromEntries(Object.keys(after).map((k) => [k, +(((after[k]! - (before[k] ?? 0)) / 384).toFixed(2))]).filter(([, v]) => (v as number) > 0))
     const ok = run.results.filter((x) => x.status === 200 && !x.error)
     const statuses: Record<string, number> = {}

@@ -25,8 +25,8 @@
 import { randomBytes } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Redis } from '@upstash/redis'
-import { seedKey } from '../../infra/keys/key-admin.ts'
+import { INSTANT_MODEL } from '../probe/instant-upstream.ts'
+import { BENCH_API_KEY, benchEdgeEnv, seedBenchKey } from '../lib/bench-edge.ts'
 import { signRequest } from '../../shared/src/signature.ts'
 import { ensureGeneratedModel } from '../../gpu-node/tools/generate-model/ensure-model.ts'
 import { benchAgent, sendRequest, type RequestRecord } from '../load/client.ts'
@@ -41,9 +41,7 @@ import { startBarePassthrough, startGpuNode, startInstantUpstream, startNodeEdge
 import { median, percentile, round, summarize } from '../lib/stats.ts'
 import { runEdgeStreams } from './edge-streams.ts'
 
-const API_KEY = 'zl-benchkey' + '0'.repeat(32 - 'benchkey'.length)
 const MAX_TOKENS = 32
-const INSTANT_MODEL = 'bench-instant'
 
 type Target = 'direct' | 'node-edge' | 'wrangler' | 'bare-hono'
 
@@ -76,24 +74,15 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
     ctx.log('starting redis-server + Upstash bridge, a GPU node, the instant upstream, the Node edge and two bare Hono passthroughs (core 0), and wrangler dev')
     const upstash: LocalUpstashProcs = await startUpstashProcs(others ? { cpus: others } : {})
     started.push(upstash)
-    await seedKey(new Redis({ url: upstash.restUrl, token: upstash.restToken, enableTelemetry: false }), API_KEY, { tenant: 'bench', name: 'bench key', id: 'key_bench', rpm: 1_000_000_000, tpm: 1_000_000_000_000 })
+    await seedBenchKey(upstash)
     const node: GpuNode = await startGpuNode({ modelDir, secret, env: { INTRA_OP_THREADS: '1' } })
     started.push(node)
     const instant = await startInstantUpstream(others ? { cpus: others } : {})
     started.push(instant)
-    const edgeEnv: Record<string, string> = {
-      UPSTASH_REDIS_REST_URL: upstash.restUrl,
-      UPSTASH_REDIS_REST_TOKEN: upstash.restToken,
-      EDGE_SHARED_SECRET: secret,
-      GPU_NODES: JSON.stringify([
-        { id: 'bench-node', url: node.url, region: 'bench', lat: 39, lon: -77.5, models: [node.model] },
-        { id: 'bench-instant', url: instant.url, region: 'bench', lat: 39, lon: -77.5, models: [INSTANT_MODEL] },
-      ]),
-      RATE_LIMIT_FAILURE_MODE: 'closed',
-      EDGE_REGION: 'bench',
-      EDGE_LAT: '39',
-      EDGE_LON: '-77.5',
-    }
+    const edgeEnv = benchEdgeEnv(upstash, secret, [
+      { id: 'bench-node', url: node.url, model: node.model },
+      { id: 'bench-instant', url: instant.url, model: INSTANT_MODEL },
+    ])
     // Unpinned while latency is measured (as a deployed edge shares its cores with nothing of
     // ours); pinned to core 0 only for the one-core capacity phase.
     const nodeEdge: EdgeProc = await startNodeEdge(edgeEnv)
@@ -130,7 +119,7 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
         const requestId = `bench-${process.pid}-${reqNo++}`
         headers = { 'x-request-id': requestId, 'x-zl-signature': await signRequest({ secret, method: 'POST', path: DIALECT_PATH[dialect], requestId, body, nowMs: Date.now() }) }
       } else {
-        headers = dialect === 'anthropic-messages' ? { 'x-api-key': API_KEY, 'anthropic-version': '2023-06-01' } : { authorization: `Bearer ${API_KEY}` }
+        headers = dialect === 'anthropic-messages' ? { 'x-api-key': BENCH_API_KEY, 'anthropic-version': '2023-06-01' } : { authorization: `Bearer ${BENCH_API_KEY}` }
       }
       return sendRequest({ origin: origins[target]!, dialect, body, stream: true, headers, dispatcher: agent, timeoutMs: 60_000, ...(signal ? { signal } : {}) })
     }
@@ -195,7 +184,7 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
     }
 
     // Streams at concurrency 8 and the Workers edge ÷ the Node edge at c64 (edge-streams.ts).
-    const streams = await runEdgeStreams({ ctx, modelDir, node, secret, apiKey: API_KEY, edgeEnv, nodeEdgeUrl: nodeEdge.url, ...(wrangler ? { wranglerUrl: wrangler.url } : {}), dispatcher: agent })
+    const streams = await runEdgeStreams({ ctx, modelDir, node, secret, apiKey: BENCH_API_KEY, edgeEnv, nodeEdgeUrl: nodeEdge.url, ...(wrangler ? { wranglerUrl: wrangler.url } : {}), dispatcher: agent })
     raw.streams = streams.raw
     notes.push(...streams.notes)
 
@@ -216,7 +205,7 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
     }
     try {
       const sendTo = (origin: string, auth: boolean) => (signal: AbortSignal) =>
-        sendRequest({ origin, dialect: 'openai-chat', body: instantBody, stream: false, headers: auth ? { authorization: `Bearer ${API_KEY}` } : {}, dispatcher: rpsAgent, signal, timeoutMs: 10_000 })
+        sendRequest({ origin, dialect: 'openai-chat', body: instantBody, stream: false, headers: auth ? { authorization: `Bearer ${BENCH_API_KEY}` } : {}, dispatcher: rpsAgent, signal, timeoutMs: 10_000 })
       const measure = async (proc: EdgeProc, send: (s: AbortSignal) => Promise<RequestRecord>): Promise<RpsRound> => {
         const cpu0 = proc.proc.cpuSeconds()
         const t0 = performance.now()
@@ -253,7 +242,7 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
       await rpsAgent.close()
     }
     // The fair method (issue 18): each proxy alone on core 0, instruction counts, stage profile.
-    const fair = await runFairEdge(ctx, { edgeEnv, instantUrl: instant.url, model: INSTANT_MODEL, apiKey: API_KEY })
+    const fair = await runFairEdge(ctx, { edgeEnv, instantUrl: instant.url, model: INSTANT_MODEL, apiKey: BENCH_API_KEY })
     raw.fair = fair.raw
     notes.push(...fair.notes)
 
