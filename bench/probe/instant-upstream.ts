@@ -6,10 +6,10 @@
  * node's own listener (gpu-node/src/server/http.ts): HTTP/1.1 and h2c with prior knowledge on one
  * port, as the edge expects. Prints `{"msg":"ready","url":...}`. Env: PORT (0 = any).
  */
+import { INSTANT_MODEL } from '../lib/bench-edge.ts'
 import { createNodeServer } from '../../gpu-node/src/server/http.ts'
 import { end, write, type ServerRequest, type ServerResponse } from '../../gpu-node/src/server/http-types.ts'
 
-export const INSTANT_MODEL = 'bench-instant'
 
 const answer = JSON.stringify({
   id: 'chatcmpl-bench-instant',

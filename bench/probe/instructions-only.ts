@@ -5,8 +5,7 @@
  * upstream on core 1, a seeded key, rate limits and signing on. Prints the counts and the ratios.
  */
 import { randomBytes } from 'node:crypto'
-import { INSTANT_MODEL } from './instant-upstream.ts'
-import { BENCH_API_KEY, benchEdgeEnv, seedBenchKey } from '../lib/bench-edge.ts'
+import { BENCH_API_KEY, benchEdgeEnv, INSTANT_MODEL, seedBenchKey } from '../lib/bench-edge.ts'
 import { hasTaskset } from '../lib/procs.ts'
 import { startInstantUpstream, startUpstashProcs } from '../lib/services.ts'
 import { runEdgeInstructions } from '../scenarios/edge-instructions.ts'
