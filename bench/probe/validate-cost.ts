@@ -3,8 +3,11 @@
  * "Lazy validation"). Takes commands over the IPC channel: `{ mode, size, count }` runs `count`
  * times, over the bench's OpenAI chat body of that size (`1kb` | `100kb`), either
  * `full` (UTF-8 decode + JSON.parse + the dialect's zod parser: what parseGenerate does) or
- * `json` (decode + JSON.parse only), then answers `{ done: true }`. Prints {"msg":"ready"} first.
+ * `json` (decode + JSON.parse only), or `affinity` (the edge's affinity key over the already
+ * parsed request, edge/src/routing/affinity-key.ts: the other per-request cost that grows with the
+ * body), then answers `{ done: true }`. Prints {"msg":"ready"} first.
  */
+import { affinityKeyOf } from '../../edge/src/routing/affinity-key.ts'
 import { openAIChatCodec } from '../../shared/src/dialects/openai-chat.ts'
 import { parseJsonBody } from '../../shared/src/json-body.ts'
 import { buildBody } from '../load/dialects.ts'
@@ -14,10 +17,12 @@ const bodies: Record<string, Uint8Array> = {
   '1kb': buildBody('openai-chat', { model: 'bench-instant', text: text(900), maxTokens: 16, stream: false }),
   '100kb': buildBody('openai-chat', { model: 'bench-instant', text: text(100_000), maxTokens: 16, stream: false }),
 }
+const parsed = new Map(Object.values(bodies).map((b) => [b, openAIChatCodec.parse(parseJsonBody(b))]))
 let sink = 0
 const modes: Record<string, (b: Uint8Array) => void> = {
   full: (b) => void (sink += openAIChatCodec.parse(parseJsonBody(b)).maxTokens ?? 0),
   json: (b) => void (sink += (parseJsonBody(b) as { max_tokens: number }).max_tokens),
+  affinity: (b) => void (sink += affinityKeyOf(parsed.get(b)!, 'bench-tenant').point),
 }
 process.on('message', (m: { mode: string; size: string; count: number }) => {
   const run = modes[m.mode]

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { parseMessagesRequest } from '../../../shared/src/dialects/anthropic-messages.ts'
 import { parseChatCompletionRequest } from '../../../shared/src/dialects/openai-chat.ts'
 import { parseCompletionRequest } from '../../../shared/src/dialects/openai-completions.ts'
-import { affinityKeyOf, TEXT_PREFIX_CHARS } from './affinity-key.ts'
+import { affinityKeyOf, MESSAGE_END_UNITS, TEXT_PREFIX_CHARS } from './affinity-key.ts'
 
 const SYSTEM = 'You are a careful assistant. '.repeat(20)
 
@@ -71,6 +71,17 @@ describe('affinityKeyOf', () => {
     expect(turn2).toBe(turn1)
     expect(key(parseCompletionRequest({ model: 'tiny', prompt: 'Other ' + head }))).not.toBe(turn1)
     expect(key(parseCompletionRequest({ model: 'tiny-llama', prompt: head + '\nQ: first?' }))).not.toBe(turn1)
+  })
+
+  it('keys a long opening by its length, head and tail, so its cost stops growing with the body', () => {
+    const pad = 'p'.repeat(MESSAGE_END_UNITS)
+    const opening = (middle: string, question = ' What does it say?') => chatTurn('Read this: ' + pad + middle + pad + question, 1)
+    expect(key(opening('a'.repeat(1000)))).toBe(key(opening('b'.repeat(1000))))
+    expect(key(opening('a'.repeat(1000), ' What does it mean?'))).not.toBe(key(opening('a'.repeat(1000))))
+    expect(key(opening('a'.repeat(1001)))).not.toBe(key(opening('a'.repeat(1000))))
+    // Up to twice MESSAGE_END_UNITS a message is hashed whole: one unit anywhere changes the key.
+    const short = (c: string) => chatTurn('x'.repeat(MESSAGE_END_UNITS) + c + 'x'.repeat(MESSAGE_END_UNITS - 1), 1)
+    expect(key(short('y'))).not.toBe(key(short('z')))
   })
 
   it('differs by model and by tenant, whatever it was derived from', () => {

@@ -7,7 +7,8 @@
  * - Otherwise the conversation's stable prefix, which every later turn repeats unchanged: for chat
  *   (OpenAI chat, and Anthropic, whose `system` the parser turns into a leading system message)
  *   the messages up to and including the first user message — the system prompt(s) and the
- *   opening question; for a text prompt its first TEXT_PREFIX_CHARS characters.
+ *   opening question (a message over 2 × MESSAGE_END_UNITS by its length, head and tail); for a
+ *   text prompt its first TEXT_PREFIX_CHARS characters.
  * Always with the tenant and the model: the node's prefix cache is per model and salted per
  * tenant, so two tenants' identical prompts share nothing there and need not meet.
  *
@@ -29,11 +30,20 @@ export const CONTEXT_ID_HEADER = 'x-zl-context-id'
  */
 export const TEXT_PREFIX_CHARS = 1024
 
+/**
+ * How much of each chat message is hashed at each end, in code units. A message longer than
+ * twice this is keyed by its length, head and tail (KeyHash.sampledField), so the key's cost stops
+ * growing with the body: over a 100 kB message it was a fifth of the edge's CPU per request
+ * (docs/PERFORMANCE.md). Two openings that differ only in their middle then share a key, which
+ * only places them together, within the load bound; every shorter message is hashed whole.
+ */
+export const MESSAGE_END_UNITS = 2048
+
 /** Longest context id taken into the key (a longer one is cut: the head still names it). */
 const MAX_CONTEXT_ID_CHARS = 512
 
 /** Changes whenever the derivation does, so keys made by an older edge never alias new ones. */
-const KEY_VERSION = 'zl-aff-1'
+const KEY_VERSION = 'zl-aff-2'
 
 export interface AffinityKey {
   /** 16 hex digits; the Redis key is `zl:aff:<hash>`. */
@@ -54,7 +64,7 @@ export function affinityKeyOf(gen: GenerateRequest, tenant: string, contextIdHea
   if (gen.input.kind === 'chat') {
     h.field('chat')
     for (const m of gen.input.messages) {
-      h.field(m.role).field(m.content)
+      h.field(m.role).sampledField(m.content, MESSAGE_END_UNITS)
       if (m.role === 'user') break
     }
   } else {

@@ -37,6 +37,19 @@ describe('KeyHash', () => {
     expect(new KeyHash().text('ab', 3).hex()).toBe(keyHashHex('ab'))
   })
 
+  it('hashes a long field by its length, head and tail, and a short one whole', () => {
+    const whole = (t: string) => new KeyHash().field(t).hex()
+    const sampled = (t: string) => new KeyHash().sampledField(t, 4).hex()
+    expect(sampled('abcdefgh')).toBe(whole('abcdefgh'))
+    const long = 'head' + 'x'.repeat(100) + 'tail'
+    expect(sampled(long)).toBe(sampled('head' + 'y'.repeat(100) + 'tail'))
+    expect(sampled(long)).not.toBe(whole(long))
+    // Every part that is read counts: the head, the tail and the length.
+    expect(sampled('Head' + 'x'.repeat(100) + 'tail')).not.toBe(sampled(long))
+    expect(sampled('head' + 'x'.repeat(100) + 'taiL')).not.toBe(sampled(long))
+    expect(sampled('head' + 'x'.repeat(101) + 'tail')).not.toBe(sampled(long))
+  })
+
   it('tells composite keys apart by their field boundaries', () => {
     const ab_c = new KeyHash().field('ab').field('c').hex()
     expect(new KeyHash().field('a').field('bc').hex()).not.toBe(ab_c)
