@@ -33,6 +33,8 @@ export const TARGETS: Target[] = [
   { key: 'edge.instructions_per_request_over_bare_h2', label: 'the same ÷ the bare passthrough reaching its upstream over one h2c connection, as the edge reaches its nodes (DESIGN.md §3)', kind: 'report' },
   { key: 'edge.pinned_added_ttfb_p50_c1_minus_bare_ms', label: 'pinned (each proxy alone on core 0): Node edge − bare passthrough, added TTFB p50 at concurrency 1, ms', kind: 'max', target: 0.5 },
   { key: 'edge.pinned_added_ttfb_p99_c64_minus_bare_ms', label: 'pinned: Node edge − bare passthrough, added TTFB p99 at concurrency 64, ms', kind: 'max', target: 10 },
+  { key: 'edge.pinned_added_ttfb_p50_c1_minus_bare_h2_ms', label: 'pinned: Node edge − the bare passthrough over one h2c connection (as the edge reaches its nodes), added TTFB p50 at concurrency 1, ms', kind: 'report' },
+  { key: 'edge.pinned_added_ttfb_p99_c64_minus_bare_h2_ms', label: 'pinned: Node edge − the bare passthrough over one h2c connection, added TTFB p99 at concurrency 64, ms', kind: 'report' },
   { key: 'edge.nginx_added_ttfb_p50_c1_ms', label: 'pinned: nginx (nginx-light) added TTFB p50 at concurrency 1, ms — the floor', kind: 'report' },
   // Unpinned (the edge shares its cores with the node and the load generator): reported, issue 18.
   { key: 'edge.node_added_ttfb_ms_p50_c1', label: 'unpinned: Node edge added TTFB p50 at concurrency 1, ms (auth + rate limit on)', kind: 'report' },

@@ -1,11 +1,13 @@
 /**
  * The edge measured the fair way (issue 18, "Measure it fairly" item 1): the proxy under test —
- * the Node edge, the bare Hono passthrough, nginx (Debian's nginx-light, the absolute floor) —
+ * the Node edge, the bare Hono passthrough (over an HTTP/1.1 pool, and over one h2c connection as
+ * the edge reaches its nodes), nginx (Debian's nginx-light, the absolute floor) —
  * each pinned to core 0, the load generator and the instant upstream (and the limiter's bridge
  * and redis) on core 1, as a separate machine would place them. Same requests through each: a
  * streaming OpenAI chat request to the instant upstream (role, one text chunk, finish, usage),
  * auth + both rate limits + validation on through the edge. Figures are differences in one run:
- * the edge's added TTFB minus the bare passthrough's, and nginx's own added TTFB (the floor).
+ * the edge's added TTFB minus the bare passthrough's (each of its two upstream protocols), and
+ * nginx's own added TTFB (the floor).
  *
  * - Concurrency 1: each iteration sends the request directly and through every proxy (order
  *   rotated); per round, added = p50(proxy) − p50(direct); the figure is the median over rounds
@@ -39,7 +41,7 @@ export interface PinnedEdgeResult {
   notes: string[]
 }
 
-type Target = 'direct' | 'edge' | 'bare' | 'nginx'
+type Target = 'direct' | 'edge' | 'bare' | 'bare_h2' | 'nginx'
 
 export async function runPinnedEdge(ctx: BenchContext, input: PinnedEdgeInput): Promise<PinnedEdgeResult> {
   const notes: string[] = []
@@ -54,6 +56,10 @@ export async function runPinnedEdge(ctx: BenchContext, input: PinnedEdgeInput): 
     started.push(edge)
     const bare = await startBarePassthrough(input.instantUrl, core0)
     started.push(bare)
+    // The same passthrough reaching the upstream the way the edge does (one h2c connection,
+    // DESIGN.md §3): what the protocol adds, apart from what our logic adds.
+    const bareH2 = await startBarePassthrough(input.instantUrl, { ...core0, h2: true })
+    started.push(bareH2)
     let nginx: EdgeProc | undefined
     if (nginxBinary()) {
       nginx = await startNginx(input.instantUrl, core0)
@@ -61,7 +67,7 @@ export async function runPinnedEdge(ctx: BenchContext, input: PinnedEdgeInput): 
     } else {
       notes.push('pinned edge: nginx is not installed (apt-get install -y nginx-light), so there is no nginx floor in this run')
     }
-    const origins: Partial<Record<Target, string>> = { direct: input.instantUrl, edge: edge.url, bare: bare.url, ...(nginx ? { nginx: nginx.url } : {}) }
+    const origins: Partial<Record<Target, string>> = { direct: input.instantUrl, edge: edge.url, bare: bare.url, bare_h2: bareH2.url, ...(nginx ? { nginx: nginx.url } : {}) }
     const targets = Object.keys(origins) as Target[]
     const body = buildBody('openai-chat', { model: input.model, text: 'hello', maxTokens: 1, stream: true })
     const send = (t: Target, signal?: AbortSignal) =>
@@ -117,6 +123,8 @@ export async function runPinnedEdge(ctx: BenchContext, input: PinnedEdgeInput): 
         pinned_added_ttfb_p50_c1_minus_bare_ms: round(median(minus(c1Added.edge!, c1Added.bare!))),
         pinned_added_ttfb_p99_c64_minus_bare_ms: round(median(minus(c64Added.edge!, c64Added.bare!))),
         nginx_added_ttfb_p50_c1_ms: nginx ? round(median(c1Added.nginx!)) : null,
+        pinned_added_ttfb_p50_c1_minus_bare_h2_ms: round(median(minus(c1Added.edge!, c1Added.bare_h2!))),
+        pinned_added_ttfb_p99_c64_minus_bare_h2_ms: round(median(minus(c64Added.edge!, c64Added.bare_h2!))),
       },
       raw: {
         placement: pinned ? 'proxy under test on core 0 (one loaded at a time); load generator, instant upstream, bridge and redis on core 1' : 'not pinned (no taskset)',
@@ -127,6 +135,8 @@ export async function runPinnedEdge(ctx: BenchContext, input: PinnedEdgeInput): 
         bare_added_ttfb_p50_c1_ms: round(median(c1Added.bare!)),
         edge_added_ttfb_p99_c64_ms: round(median(c64Added.edge!)),
         bare_added_ttfb_p99_c64_ms: round(median(c64Added.bare!)),
+        bare_h2_added_ttfb_p50_c1_ms: round(median(c1Added.bare_h2!)),
+        bare_h2_added_ttfb_p99_c64_ms: round(median(c64Added.bare_h2!)),
         ...(nginx ? { nginx_added_ttfb_p99_c64_ms: round(median(c64Added.nginx!)) } : {}),
       },
       notes,
