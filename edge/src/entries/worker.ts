@@ -12,6 +12,7 @@ import { BUNDLED_DASHBOARD_ASSETS } from '../dashboard/bundled-assets.ts'
 import { createAnalyticsEngineRecorder, type AnalyticsEngineDataset } from '../latency/analytics-engine-recorder.ts'
 import { DEFAULT_BATCHING } from '../latency/batching-recorder.ts'
 import { combineRecorders } from '../latency/latency-recorder.ts'
+import { withHeadersTimeout } from '../proxy/forward.ts'
 import { createRedisBackedDeps, redisClientOptions } from '../redis/redis-deps.ts'
 
 /** Bindings: [vars] in wrangler.toml, secrets via `wrangler secret put`, `.dev.vars` locally. */
@@ -57,7 +58,7 @@ export function createWorkerDeps(env: Env, overrides: Partial<EdgeDeps> = {}): E
   return {
     config,
     ...redis,
-    upstream: (url, init) => fetch(url, init),
+    upstream: withHeadersTimeout((url, init) => fetch(url, init)),
     latency: combineRecorders(redis.latency, env.LATENCY ? createAnalyticsEngineRecorder(env.LATENCY) : undefined),
     dashboardAssets: BUNDLED_DASHBOARD_ASSETS,
     ...overrides,

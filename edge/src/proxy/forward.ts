@@ -32,16 +32,66 @@ export interface UpstreamResponse extends UpstreamBody {
   arrayBuffer(): Promise<ArrayBuffer>
 }
 
-/** fetch's shape: the Workers global, or undici with one HTTP/2 connection per node (Node entry). */
-export type UpstreamFetch = (url: string, init: RequestInit) => Promise<UpstreamResponse>
+/**
+ * fetch's shape (the Workers global through `withHeadersTimeout`, or undici with one HTTP/2
+ * connection per node on the Node entry), plus the time the node has to send its response
+ * headers: past it the promise rejects with UpstreamTimeout and the request is aborted.
+ * `init.signal` is the client's, for the whole exchange, headers and body.
+ */
+export type UpstreamFetch = (url: string, init: UpstreamInit) => Promise<UpstreamResponse>
+export interface UpstreamInit extends RequestInit {
+  headersTimeoutMs?: number
+}
+
+/** No response headers within `headersTimeoutMs`: the node is connected but too slow to answer. */
+export class UpstreamTimeout extends Error {
+  override readonly name = 'UpstreamTimeout'
+  constructor() {
+    super('upstream timeout')
+  }
+}
+
+/**
+ * An UpstreamFetch over a plain fetch (the Workers entry): the headers timeout as an abort of
+ * its own beside the caller's signal. The Node entry's undici upstream times the request itself,
+ * without a controller per request (undici-upstream.ts).
+ */
+export function withHeadersTimeout(fetchLike: (url: string, init: RequestInit) => Promise<UpstreamResponse>): UpstreamFetch {
+  return async (url, { headersTimeoutMs, ...init }) => {
+    if (headersTimeoutMs === undefined) return fetchLike(url, init)
+    const controller = new AbortController()
+    const client = init.signal ?? undefined
+    const onClientAbort = () => controller.abort(client?.reason)
+    if (client?.aborted) onClientAbort()
+    else client?.addEventListener('abort', onClientAbort, { once: true })
+    let timedOut = false
+    const timer = setTimeout(() => {
+      timedOut = true
+      controller.abort(new UpstreamTimeout())
+    }, headersTimeoutMs)
+    try {
+      const res = await fetchLike(url, { ...init, signal: controller.signal })
+      // The client's abort still ends the body: the listener stays until the body is done or gone.
+      return res
+    } catch (e) {
+      client?.removeEventListener('abort', onClientAbort)
+      throw timedOut ? new UpstreamTimeout() : e
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+}
 
 export const MAX_ATTEMPTS = 3
 /** Statuses that mean "this node cannot take it now": retried on another node. */
 const OVERLOADED_STATUSES = new Set([503, 529])
 /** Statuses whose response has no body (a Response with one would throw). */
 export const NULL_BODY_STATUSES = new Set([204, 205, 304])
-/** Response headers that describe the node's connection, not the content. */
-const HOP_BY_HOP = ['connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-connection', 'content-length', 'content-encoding']
+/**
+ * Response headers not passed on: those that describe the node's connection, not the content,
+ * and the ones the edge sets itself (a node's own value never reaches the client).
+ */
+const NOT_PASSED_ON = new Set(['connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-connection', 'content-length', 'content-encoding', WIRE_HEADERS.region, 'server-timing', WIRE_HEADERS.failover])
 
 export interface ForwardRequest {
   /** URL pathname on the node, e.g. `/v1/chat/completions`. */
@@ -117,7 +167,7 @@ export class ClientGone extends Error {
 }
 
 type Attempt =
-  | { ok: true; res: UpstreamResponse; detach: () => void }
+  | { ok: true; res: UpstreamResponse }
   /** `slow`: connected, but no headers within the timeout; `overloaded`: it answered 503/529. */
   | { ok: false; slow?: boolean; overloaded?: { status: number; headers: Headers; body: Uint8Array } }
 
@@ -137,7 +187,6 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
       const sse = (attempt.res.headers.get('content-type') ?? '').startsWith('text/event-stream')
       // Decided without touching `body`: the Node upstream builds a web stream only when asked.
       if (NULL_BODY_STATUSES.has(attempt.res.status)) {
-        attempt.detach()
         return { response: new Response(null, { status: attempt.res.status, headers }), node, failedAttempts: failed, finished: Promise.resolve({ kind: 'complete' }) }
       }
       if (!req.stream && !sse) {
@@ -151,10 +200,9 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
       }
       if (req.stream && sse && attempt.res.status === 200 && (deps.maxResumes ?? MAX_RESUMES) > 0) return resumingStream(nodes, node, attempt, headers, failed, req, deps)
       const piped = passThrough(attempt.res, { codec: req.codec, sse, now: deps.now })
-      const finished = piped.finished.finally(attempt.detach)
       const response = new Response(piped.readable, { status: attempt.res.status, headers })
       if (piped.relay) offerRelay(response, piped.relay)
-      return { response, node, failedAttempts: failed, finished }
+      return { response, node, failedAttempts: failed, finished: piped.finished }
     }
     failed++
     // A full node is healthy: skip it only as long as it asked (retry-after-ms), not for the
@@ -190,7 +238,6 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
  * connect timeout; what is left of the pipe (relay, error event, client cancel) is unchanged.
  */
 function resumingStream(nodes: readonly RankedNode[], node: RankedNode, first: Extract<Attempt, { ok: true }>, headers: Headers, failed: number, req: ForwardRequest, deps: ForwardDeps): ForwardResult {
-  const detaches = [first.detach]
   const dead = new Set<string>()
   let serving = node
   const body = resumableBody(first.res, {
@@ -206,15 +253,11 @@ function resumingStream(nodes: readonly RankedNode[], node: RankedNode, first: E
       for (const candidate of next) {
         const attempt = await send(candidate, { ...req, resume: { tokens: delivered, flushed } }, deps)
         if (attempt.ok && attempt.res.status === 200 && (attempt.res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
-          detaches.push(attempt.detach)
           serving = candidate
           deps.onResumedOn?.(candidate)
           return attempt.res
         }
-        if (attempt.ok) {
-          attempt.res.body?.cancel().catch(() => {})
-          attempt.detach()
-        }
+        if (attempt.ok) attempt.res.body?.cancel().catch(() => {})
         dead.add(candidate.id)
         deps.markDown(candidate.id)
       }
@@ -224,7 +267,6 @@ function resumingStream(nodes: readonly RankedNode[], node: RankedNode, first: E
   const piped = passThrough(body, { codec: req.codec, sse: true, now: deps.now })
   const finished = piped.finished
     .then((o): BodyOutcome => (body.resumes > 0 ? { ...o, resumes: body.resumes } : o))
-    .finally(() => detaches.forEach((d) => d()))
   const response = new Response(piped.readable, { status: 200, headers })
   if (piped.relay) offerRelay(response, piped.relay)
   return { response, node, failedAttempts: failed, finished }
@@ -244,8 +286,6 @@ async function wholeAnswer(attempt: Extract<Attempt, { ok: true }>, headers: Hea
   } catch {
     if (req.signal?.aborted) throw new ClientGone()
     return undefined
-  } finally {
-    attempt.detach()
   }
   const finished = Promise.resolve<BodyOutcome>({ kind: 'complete', firstByteAtMs: deps.now() })
   // A Uint8Array (not the ArrayBuffer): @hono/node-server's Response keeps it as is and writes
@@ -257,28 +297,16 @@ async function send(node: RankedNode, req: ForwardRequest, deps: ForwardDeps): P
   if (req.signal?.aborted) throw new ClientGone()
   const target = targetUrl(node.url, req.path)
   const headers = await wireHeaders(req, target.pathname, deps)
-  // One controller per attempt: the timeout ends only this attempt; the client's signal ends it too.
-  const controller = new AbortController()
-  const onClientAbort = () => controller.abort(new ClientGone())
-  req.signal?.addEventListener('abort', onClientAbort, { once: true })
-  const detach = () => req.signal?.removeEventListener('abort', onClientAbort)
-  const timeoutMs = req.stream ? deps.connectTimeoutMs : deps.requestTimeoutMs
-  let timedOut = false
-  const timer = setTimeout(() => {
-    timedOut = true
-    controller.abort(new Error('upstream timeout'))
-  }, timeoutMs)
+  // The timeout ends only this attempt (the upstream times it); the client's signal ends it too.
+  const headersTimeoutMs = req.stream ? deps.connectTimeoutMs : deps.requestTimeoutMs
   let res: UpstreamResponse
   try {
-    res = await deps.upstream(target.href, { method: 'POST', headers, body: req.body, signal: controller.signal, redirect: 'manual' })
-  } catch {
-    detach()
+    res = await deps.upstream(target.href, { method: 'POST', headers, body: req.body, ...(req.signal ? { signal: req.signal } : {}), redirect: 'manual', headersTimeoutMs })
+  } catch (e) {
     if (req.signal?.aborted) throw new ClientGone()
-    return timedOut ? { ok: false, slow: true } : { ok: false }
-  } finally {
-    clearTimeout(timer)
+    return e instanceof UpstreamTimeout ? { ok: false, slow: true } : { ok: false }
   }
-  if (!OVERLOADED_STATUSES.has(res.status)) return { ok: true, res, detach }
+  if (!OVERLOADED_STATUSES.has(res.status)) return { ok: true, res }
   // Small JSON error body: read it now, so it can be the answer if every node is full.
   let body = new Uint8Array(0)
   try {
@@ -286,7 +314,6 @@ async function send(node: RankedNode, req: ForwardRequest, deps: ForwardDeps): P
   } catch {
     // A broken error body still means "overloaded".
   }
-  detach()
   return { ok: false, overloaded: { status: res.status, headers: res.headers, body } }
 }
 
@@ -319,12 +346,13 @@ async function wireHeaders(req: ForwardRequest, signedPath: string, deps: Forwar
 }
 
 function responseHeaders(upstream: Headers, node: RankedNode, failed: number, startedAtMs: number, upstreamStartMs: number, headersAtMs: number): Headers {
-  const headers = new Headers(upstream)
-  for (const name of HOP_BY_HOP) headers.delete(name)
-  headers.set(WIRE_HEADERS.region, node.region)
-  headers.set('server-timing', `edge;dur=${Math.max(0, upstreamStartMs - startedAtMs)}, upstream;dur=${Math.max(0, headersAtMs - upstreamStartMs)}`)
-  if (failed > 0) headers.set(WIRE_HEADERS.failover, String(failed))
-  else headers.delete(WIRE_HEADERS.failover)
+  // One pass that skips what is not passed on: copying every header and then deleting a dozen
+  // names cost a Headers lookup and validation per name on every request.
+  const headers = new Headers()
+  for (const [name, value] of upstream) if (!NOT_PASSED_ON.has(name)) headers.append(name, value)
+  headers.append(WIRE_HEADERS.region, node.region)
+  headers.append('server-timing', `edge;dur=${Math.max(0, upstreamStartMs - startedAtMs)}, upstream;dur=${Math.max(0, headersAtMs - upstreamStartMs)}`)
+  if (failed > 0) headers.append(WIRE_HEADERS.failover, String(failed))
   return headers
 }
 

@@ -1,11 +1,13 @@
 /**
  * The Node upstream's answer object against a real h2c server: a body nobody has asked for yet
  * pauses the HTTP/2 stream (the server's writes back up) instead of piling up in the edge, and
- * comes whole once read, as bytes or as a stream.
+ * comes whole once read, as bytes or as a stream; a node that sends no headers in time gets its
+ * stream reset and the caller an UpstreamTimeout, on a connection that goes on serving.
  */
 import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { UpstreamTimeout } from './forward.ts'
 import { createUndiciUpstream, type UndiciUpstream } from './undici-upstream.ts'
 
 const PIECE = 16 * 1024
@@ -17,9 +19,16 @@ let origin: string
 let upstream: UndiciUpstream
 /** The server's view of the current response: bytes written, and since when its writes wait for 'drain'. */
 let sent = { bytes: 0, blockedSinceMs: undefined as number | undefined, ended: false }
+/** Requests to /hang, which are never answered, and how many of them the edge has closed. */
+const hung = { received: 0, closed: 0 }
 
 beforeAll(async () => {
   server = http2.createServer((req, res) => {
+    if (req.url === '/hang') {
+      hung.received++
+      req.stream.once('close', () => hung.closed++)
+      return
+    }
     res.writeHead(200, { 'content-type': 'application/octet-stream' })
     let i = 0
     const more = () => {
@@ -75,4 +84,37 @@ describe('the undici upstream answer', () => {
       expectPattern(bytes)
     })
   }
+})
+
+describe('the undici upstream headers timeout', () => {
+  const waitFor = async (what: () => boolean) => {
+    while (!what()) await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+
+  it('rejects with UpstreamTimeout when no headers came in time, resets that stream, and keeps the connection serving', async () => {
+    const before = { ...hung }
+    const startedAt = Date.now()
+    const err = await upstream.fetch(`${origin}/hang`, { method: 'POST', body: '{}', headersTimeoutMs: 200 }).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(UpstreamTimeout)
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(195)
+    expect(hung.received).toBe(before.received + 1)
+    await waitFor(() => hung.closed === before.closed + 1)
+    sent = { bytes: 0, blockedSinceMs: undefined, ended: false }
+    const res = await upstream.fetch(`${origin}/x`, { method: 'POST', body: '{}', headersTimeoutMs: 2000 })
+    expectPattern(new Uint8Array(await res.arrayBuffer()))
+  })
+
+  it("ends the wait when the client leaves, as the client's abort and not as a timeout", async () => {
+    const before = { ...hung }
+    const client = new AbortController()
+    const pending = upstream.fetch(`${origin}/hang`, { method: 'POST', body: '{}', headersTimeoutMs: 10_000, signal: client.signal }).catch((e: unknown) => e)
+    await waitFor(() => hung.received === before.received + 1)
+    const startedAt = Date.now()
+    client.abort(new Error('client left'))
+    const err = await pending
+    expect(err).toBeInstanceOf(Error)
+    expect(err).not.toBeInstanceOf(UpstreamTimeout)
+    expect(Date.now() - startedAt).toBeLessThan(1000)
+    await waitFor(() => hung.closed === before.closed + 1)
+  })
 })
