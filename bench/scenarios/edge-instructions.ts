@@ -197,7 +197,7 @@ export async function measureValidationCost(ctx: BenchContext): Promise<Record<s
     const out: Record<string, number> = {}
     for (const size of ['1kb', '100kb']) {
       const k = size === '1kb' ? 400 : 40
-      for (const mode of ['full', 'json', 'affinity']) {
+      for (const mode of ['full', 'json', 'affinity', 'sign']) {
         await run(mode, size, k * 20)
         counter.instrument()
         await run(mode, size, k)
