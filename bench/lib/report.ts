@@ -93,6 +93,7 @@ export const CONTEXT: Array<{ label: string; path: string; unit: string }> = [
   { label: 'edge body check (decode + JSON.parse + zod) per 100 kB body', path: 'edge.raw.fair.instructions.body_check_per_call.full_100kb', unit: 'instr' },
   { label: 'of which decode + JSON.parse, 100 kB body', path: 'edge.raw.fair.instructions.body_check_per_call.json_100kb', unit: 'instr' },
   { label: 'edge affinity key per 100 kB body', path: 'edge.raw.fair.instructions.body_check_per_call.affinity_100kb', unit: 'instr' },
+  { label: 'edge request signature (SHA-256 of the body + HMAC) per 100 kB body, software SHA under valgrind', path: 'edge.raw.fair.instructions.body_check_per_call.sign_100kb', unit: 'instr' },
   { label: 'rate-limit check p99', path: 'ratelimit.raw.requests_check_ms.p99', unit: 'ms' },
 ]
 
