@@ -1,23 +1,37 @@
 /**
  * One part of the edge section's fair phase alone, for a change's before/after without the rest
- * of the section: `npx tsx bench/probe/fair-edge-only.ts instructions|pinned [--quick]` runs the
- * instruction counts (bench/scenarios/edge-instructions.ts) or the pinned latency rounds
- * (edge-pinned.ts). Same set-up as the edge section's fair phase: redis-server + the Upstash
+ * of the section: `npx tsx bench/probe/fair-edge-only.ts instructions|pinned|functions [--quick]` runs
+ * the instruction counts (bench/scenarios/edge-instructions.ts), the pinned latency rounds
+ * (edge-pinned.ts), or the edge's CPU profile (edge-profile.ts) shown as self time by function
+ * (`--kind non_streaming_1kb|streaming_1kb|non_streaming_100kb`, default the first). Same set-up as the edge section's fair phase: redis-server + the Upstash
  * bridge and the instant upstream on core 1, a seeded key, rate limits and signing on. Prints the
  * figures and the raw ratios.
  */
 import { randomBytes } from 'node:crypto'
 import { BENCH_API_KEY, benchEdgeEnv, INSTANT_MODEL, seedBenchKey } from '../lib/bench-edge.ts'
 import { hasTaskset } from '../lib/procs.ts'
+import { leafFunctionsOf } from '../lib/cpu-profile-stages.ts'
 import type { BenchContext } from '../lib/report-types.ts'
 import { startInstantUpstream, startUpstashProcs } from '../lib/services.ts'
-import { runEdgeInstructions } from '../scenarios/edge-instructions.ts'
+import { REQUEST_KINDS, runEdgeInstructions, type RequestKind } from '../scenarios/edge-instructions.ts'
+import { recordEdgeProfile } from '../scenarios/edge-profile.ts'
 import { runPinnedEdge, type PinnedEdgeInput } from '../scenarios/edge-pinned.ts'
 
 type Part = (ctx: BenchContext, input: PinnedEdgeInput) => Promise<{ figures: Record<string, number | null>; raw: Record<string, unknown>; notes: string[] }>
 const parts: Record<string, { run: Part; show: (raw: Record<string, unknown>) => unknown }> = {
   instructions: { run: runEdgeInstructions, show: (raw) => ({ edge_over_bare: raw.edge_over_bare, edge_over_bare_h2: raw.edge_over_bare_h2, bare_h2_over_bare: raw.bare_h2_over_bare }) },
   pinned: { run: runPinnedEdge, show: (raw) => raw },
+  functions: { run: profileFunctions, show: (raw) => raw },
+}
+
+async function profileFunctions(ctx: BenchContext, input: PinnedEdgeInput) {
+  const at = process.argv.indexOf('--kind')
+  const kind = (at >= 0 ? process.argv[at + 1] : 'non_streaming_1kb') as RequestKind
+  if (!REQUEST_KINDS.includes(kind)) throw new Error(`--kind: one of ${REQUEST_KINDS.join(', ')}`)
+  const { requests, profile } = await recordEdgeProfile(ctx, input, kind)
+  const fns = leafFunctionsOf(profile)
+  for (const f of fns) console.log(`${(f.share * 100).toFixed(1).padStart(5)} %  ${f.fn}`)
+  return { figures: {}, raw: { kind, requests, samples_with_idle: profile.samples.length }, notes: [] }
 }
 const part = parts[process.argv[2] ?? '']
 if (!part) {
