@@ -1,11 +1,11 @@
 /**
  * One part of the edge section's fair phase alone, for a change's before/after without the rest
- * of the section: `npx tsx bench/probe/fair-edge-only.ts instructions|pinned|functions [--quick]` runs
- * the instruction counts (bench/scenarios/edge-instructions.ts), the pinned latency rounds
- * (edge-pinned.ts), or the edge's CPU profile (edge-profile.ts) shown as self time by function
- * (`--kind non_streaming_1kb|streaming_1kb|non_streaming_100kb`, default the first). Same set-up as the edge section's fair phase: redis-server + the Upstash
- * bridge and the instant upstream on core 1, a seeded key, rate limits and signing on. Prints the
- * figures and the raw ratios.
+ * of the section: `npx tsx bench/probe/fair-edge-only.ts instructions|pinned|functions [--quick]`
+ * runs the instruction counts (bench/scenarios/edge-instructions.ts), the pinned latency rounds
+ * (edge-pinned.ts), or the edge's CPU profile (edge-profile.ts) as self time by function
+ * (`--kind non_streaming_1kb|streaming_1kb|non_streaming_100kb`, default the first). Same set-up
+ * as the edge section's fair phase: redis-server + the Upstash bridge and the instant upstream on
+ * core 1, a seeded key, rate limits and signing on. Prints the figures and the raw ratios.
  */
 import { randomBytes } from 'node:crypto'
 import { BENCH_API_KEY, benchEdgeEnv, INSTANT_MODEL, seedBenchKey } from '../lib/bench-edge.ts'
@@ -35,7 +35,7 @@ async function profileFunctions(ctx: BenchContext, input: PinnedEdgeInput) {
 }
 const part = parts[process.argv[2] ?? '']
 if (!part) {
-  console.error(`usage: fair-edge-only.ts ${Object.keys(parts).join('|')} [--quick]`)
+  console.error(`usage: fair-edge-only.ts ${Object.keys(parts).join('|')} [--quick] [--kind ${REQUEST_KINDS.join('|')}] (--kind: functions only)`)
   process.exit(2)
 }
 const quick = process.argv.includes('--quick')

@@ -154,7 +154,7 @@ export async function runEdgeInstructions(ctx: BenchContext, input: PinnedEdgeIn
     unpinSelf()
     await agent.close()
   }
-  const ratio = (k: RequestKind, bare: Proxy = 'bare') => round(counts.edge[k]!.median / counts[bare][k]!.median)
+  const ratio = (k: RequestKind, bare: Proxy = 'bare', of: Proxy = 'edge') => round(counts[of][k]!.median / counts[bare][k]!.median)
   const spreads = kindsCounted.flatMap((k) => PROXIES.map((p) => counts[p][k]!.spread))
   if (Math.max(...spreads) > 0.01) notes.push(`instruction counts: batches of one kind differed by up to ${(Math.max(...spreads) * 100).toFixed(1)} % of their median (target ≤ 1 %)`)
   return {
@@ -166,7 +166,7 @@ export async function runEdgeInstructions(ctx: BenchContext, input: PinnedEdgeIn
       wall_ms_per_counted_request: Object.fromEntries(Object.entries(batchWallMs).map(([k, v]) => [k, round(median(v), 1)])),
       edge_over_bare: Object.fromEntries(kindsCounted.map((k) => [k, ratio(k)])),
       edge_over_bare_h2: Object.fromEntries(kindsCounted.map((k) => [k, ratio(k, 'bare_h2')])),
-      bare_h2_over_bare: Object.fromEntries(kindsCounted.map((k) => [k, round(counts.bare_h2[k]!.median / counts.bare[k]!.median)])),
+      bare_h2_over_bare: Object.fromEntries(kindsCounted.map((k) => [k, ratio(k, 'bare', 'bare_h2')])),
       edge_minus_bare: Object.fromEntries(kindsCounted.map((k) => [k, counts.edge[k]!.median - counts.bare[k]!.median])),
     },
     notes,

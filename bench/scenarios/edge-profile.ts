@@ -24,8 +24,9 @@ const PROBE = pathToFileURL(join(import.meta.dirname, '..', 'probe', 'cpu-profil
 export async function profileEdgeStages(ctx: BenchContext, input: PinnedEdgeInput): Promise<{ requests: number; samples: number; stages: StageShare[] }> {
   const { requests, profile } = await recordEdgeProfile(ctx, input)
   const stages = stagesOf(profile).map((s) => ({ ...s, share: round(s.share, 4) }))
-  ctx.log(`profile: ${requests} requests, ${stages.reduce((n, s) => n + s.samples, 0)} busy samples; ${stages.slice(0, 6).map((s) => `${s.stage} ${(s.share * 100).toFixed(1)} %`).join(', ')}`)
-  return { requests, samples: stages.reduce((n, s) => n + s.samples, 0), stages }
+  const samples = stages.reduce((n, s) => n + s.samples, 0)
+  ctx.log(`profile: ${requests} requests, ${samples} busy samples; ${stages.slice(0, 6).map((s) => `${s.stage} ${(s.share * 100).toFixed(1)} %`).join(', ')}`)
+  return { requests, samples, stages }
 }
 
 /** The pinned edge's CPU profile over `requests` requests of one kind at concurrency 8, after a warm-up. */

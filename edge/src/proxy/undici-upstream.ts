@@ -118,8 +118,8 @@ export function createUndiciUpstream(opts: UndiciUpstreamOptions): UndiciUpstrea
  * stream until the client reads), the client's signal or a cancelled body aborts the upstream
  * request (resetting the HTTP/2 stream), a failure after the headers errors the body.
  * The headers timeout is one timer that rejects with UpstreamTimeout and aborts the request:
- * forward.ts used to build an AbortController and a listener per attempt for it, ~2 % of the
- * edge's CPU per request in the profile.
+ * forward.ts used to build an AbortController and a listener per attempt for it (in the profile,
+ * `createAbortSignal` went from 1.8 % of the edge's busy samples to 1.1 %, the client's own).
  */
 function dispatchFetch(agent: Agent, target: URL, init: UpstreamInit): Promise<UpstreamResponse> {
   return new Promise<UpstreamResponse>((resolve, reject) => {
