@@ -4,21 +4,21 @@
  * validation, no routing. The edge scenario runs it beside the real edge so the edge's cost is
  * seen against the framework's own floor on this machine, in the same run (FACTS.md: ~1.5k req/s
  * on one core, +1.3–1.5 ms TTFB). Env: UPSTREAM_URL, PORT (0 = any), UPSTREAM_H2=1 (reach the
- * upstream as the Node edge does, over one multiplexed h2c connection, edge/src/proxy/undici-upstream.ts,
- * instead of an HTTP/1.1 pool: the protocol's own cost, apart from ours). Prints {"msg":"ready","url"}.
+ * upstream through the Node edge's own upstream, one multiplexed h2c session,
+ * edge/src/proxy/h2-upstream.ts, instead of undici's HTTP/1.1 pool: the protocol's cost, apart
+ * from ours). Prints {"msg":"ready","url"}.
  */
 import { Readable } from 'node:stream'
 import { serve } from '@hono/node-server'
 import { Hono } from 'hono'
-import { Agent, Pool } from 'undici'
+import { Pool } from 'undici'
+import { createH2Upstream } from '../../edge/src/proxy/h2-upstream.ts'
 
 const upstream = process.env.UPSTREAM_URL
 if (!upstream) throw new Error('UPSTREAM_URL is required')
 const h2 = process.env.UPSTREAM_H2 === '1'
-// The h2 settings are the edge's (undici-upstream.ts); `useH2c` is missing from undici's option types.
-const pool = h2
-  ? new Agent({ allowH2: true, useH2c: true, connections: 1, pipelining: 128, maxConcurrentStreams: 128, keepAliveTimeout: 60_000, headersTimeout: 0, bodyTimeout: 0 } as Agent.Options)
-  : new Pool(upstream, { connections: 128, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: 0, bodyTimeout: 0 })
+const pool = new Pool(upstream, { connections: 128, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: 0, bodyTimeout: 0 })
+const edgeUpstream = h2 ? createH2Upstream({ connectTimeoutMs: 10_000 }) : undefined
 const FORWARDED = ['content-type', 'x-request-id', 'x-zl-signature', 'anthropic-version']
 
 const app = new Hono()
@@ -29,8 +29,14 @@ app.post('*', async (c) => {
     const v = c.req.header(name)
     if (v !== undefined) headers[name] = v
   }
-  // Over h2 as the edge: bytes, `idempotent` so that undici multiplexes POSTs on the connection.
-  const res = await pool.request({ origin: upstream, path: c.req.path, method: 'POST', headers, body, ...(h2 ? { idempotent: true } : {}), signal: c.req.raw.signal })
+  if (edgeUpstream) {
+    const res = await edgeUpstream.fetch(upstream + c.req.path, { method: 'POST', headers, body, signal: c.req.raw.signal })
+    const out = new Headers()
+    const type = res.headers.get('content-type')
+    if (type !== null) out.set('content-type', type)
+    return new Response(res.body, { status: res.status, headers: out })
+  }
+  const res = await pool.request({ origin: upstream, path: c.req.path, method: 'POST', headers, body, signal: c.req.raw.signal })
   const out = new Headers()
   const type = res.headers['content-type']
   if (typeof type === 'string') out.set('content-type', type)

@@ -1,7 +1,7 @@
 /**
  * The self-hosted edge: the same app under @hono/node-server. With TLS_CERT/TLS_KEY it serves
  * HTTPS with ALPN choosing h2 or http/1.1 (`http2.createSecureServer({ allowHTTP1: true })`);
- * without, plain HTTP/1.1. Upstream requests go through undici, one multiplexed HTTP/2
+ * without, plain HTTP/1.1. Upstream requests go through node:http2, one multiplexed HTTP/2
  * connection per GPU node. A closed client connection aborts the request's AbortSignal
  * (@hono/node-server), which forward.ts turns into an aborted upstream request.
  * Per-request CPU: hashing and signing use node:crypto synchronously (nodeDigest) instead of
@@ -24,7 +24,7 @@ import { readDashboardAssets } from '../dashboard/file-assets.ts'
 import { createRedisBackedDeps, type RedisFactory } from '../redis/redis-deps.ts'
 import { takeRelay, type RelayOut } from '../proxy/pass-through.ts'
 import { isServing } from '../routing/pick-node.ts'
-import { createUndiciUpstream, type UndiciUpstream, type UndiciUpstreamOptions } from '../proxy/undici-upstream.ts'
+import { createH2Upstream, type H2Upstream, type H2UpstreamOptions } from '../proxy/h2-upstream.ts'
 import { createUpstashPool, UndiciRedisRequester } from '../redis/undici-redis-requester.ts'
 
 /**
@@ -35,7 +35,7 @@ import { createUpstashPool, UndiciRedisRequester } from '../redis/undici-redis-r
 export const CLIENT_KEEP_ALIVE_MS = 75_000
 
 /**
- * How often the table's serving nodes are checked for an open upstream connection (undici-upstream.ts
+ * How often the table's serving nodes are checked for an open upstream connection (h2-upstream.ts
  * `warm`): a connection that closed (idle keep-alive, a node's restart) is open again within this,
  * before a request needs it. An open connection costs nothing to check.
  */
@@ -46,7 +46,7 @@ const CONNECTION_HEADERS = ['transfer-encoding', 'connection', 'keep-alive', 'up
 
 export interface NodeEdge {
   url: string
-  upstream: UndiciUpstream
+  upstream: H2Upstream
   /** Settles once the first round of upstream connections (one per serving node) has been tried. */
   warmed: Promise<void>
   close(): Promise<void>
@@ -55,11 +55,11 @@ export interface NodeEdge {
 export interface NodeEdgeOptions {
   /** Replaces parts of the wiring (tests). */
   overrides?: Partial<EdgeDeps>
-  upstreamTls?: UndiciUpstreamOptions['tls']
+  upstreamTls?: H2UpstreamOptions['tls']
 }
 
 export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig, opts: NodeEdgeOptions = {}): Promise<NodeEdge> {
-  const upstream = createUndiciUpstream({ connectTimeoutMs: config.upstreamConnectTimeoutMs, ...(opts.upstreamTls ? { tls: opts.upstreamTls } : {}) })
+  const upstream = createH2Upstream({ connectTimeoutMs: config.upstreamConnectTimeoutMs, ...(opts.upstreamTls ? { tls: opts.upstreamTls } : {}) })
   // Node's waitUntil: background work (latency records, refunds) is tracked so close() can finish it.
   const pending = new Set<Promise<unknown>>()
   const waitUntil = (work: Promise<unknown>) => {
@@ -126,7 +126,7 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
  * `redisPool`: `new Redis(requester)` takes none of redisClientOptions' settings and needs none —
  * the requester never retries, never auto-pipelines, sends no telemetry, and bounds each call.
  */
-export function createNodeDeps(config: EdgeConfig, upstream: UndiciUpstream, redisPool: Pool): EdgeDeps {
+export function createNodeDeps(config: EdgeConfig, upstream: H2Upstream, redisPool: Pool): EdgeDeps {
   const redis: RedisFactory = (timeoutMs) =>
     new Redis(new UndiciRedisRequester({ url: config.upstash.url, token: config.upstash.token, timeoutMs, pool: redisPool }))
   return {

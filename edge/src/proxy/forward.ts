@@ -22,18 +22,28 @@ import { resumableBody, type ResumeOutcome } from './resumable-body.ts'
 import { targetUrl } from './target-url.ts'
 
 /**
- * What forward reads of a node's answer. fetch's Response has it; the Node entry's undici upstream
+ * What forward reads of a node's answer. fetch's Response has it; the Node entry's h2 upstream
  * hands over a lighter object that builds a web stream only if one is asked for, and can push a
  * streamed body straight into the Node server's response (pass-through.ts).
  */
 export interface UpstreamResponse extends UpstreamBody {
   readonly status: number
-  readonly headers: Headers
+  readonly headers: UpstreamHeaders
   arrayBuffer(): Promise<ArrayBuffer>
 }
 
 /**
- * fetch's shape (the Workers global through `withHeadersTimeout`, or undici with one HTTP/2
+ * What forward reads of a node's response headers (lower-case names): fetch's Headers has it;
+ * the h2 upstream wraps node:http2's header object instead of building a Headers, which validates
+ * every entry and sorts them to iterate — only the client's headers need that (`responseHeaders`).
+ */
+export interface UpstreamHeaders {
+  get(name: string): string | null
+  forEach(fn: (value: string, name: string) => void): void
+}
+
+/**
+ * fetch's shape (the Workers global through `withHeadersTimeout`, or node:http2 with one HTTP/2
  * connection per node on the Node entry), plus the time the node has to send its response
  * headers: past it the promise rejects with UpstreamTimeout and the request is aborted.
  * `init.signal` is the client's, for the whole exchange, headers and body.
@@ -53,8 +63,8 @@ export class UpstreamTimeout extends Error {
 
 /**
  * An UpstreamFetch over a plain fetch (the Workers entry): the headers timeout as an abort of
- * its own beside the caller's signal. The Node entry's undici upstream times the request itself,
- * without a controller per request (undici-upstream.ts).
+ * its own beside the caller's signal. The Node entry's h2 upstream times the request itself,
+ * without a controller per request (h2-upstream.ts).
  */
 export function withHeadersTimeout(fetchLike: (url: string, init: RequestInit) => Promise<UpstreamResponse>): UpstreamFetch {
   return async (url, { headersTimeoutMs, ...init }) => {
@@ -169,7 +179,7 @@ export class ClientGone extends Error {
 type Attempt =
   | { ok: true; res: UpstreamResponse }
   /** `slow`: connected, but no headers within the timeout; `overloaded`: it answered 503/529. */
-  | { ok: false; slow?: boolean; overloaded?: { status: number; headers: Headers; body: Uint8Array } }
+  | { ok: false; slow?: boolean; overloaded?: { status: number; headers: UpstreamHeaders; body: Uint8Array } }
 
 export async function forward(nodes: readonly RankedNode[], req: ForwardRequest, deps: ForwardDeps): Promise<ForwardResult> {
   const tried = nodes.slice(0, MAX_ATTEMPTS)
@@ -345,11 +355,13 @@ async function wireHeaders(req: ForwardRequest, signedPath: string, deps: Forwar
   }
 }
 
-function responseHeaders(upstream: Headers, node: RankedNode, failed: number, startedAtMs: number, upstreamStartMs: number, headersAtMs: number): Headers {
+function responseHeaders(upstream: UpstreamHeaders, node: RankedNode, failed: number, startedAtMs: number, upstreamStartMs: number, headersAtMs: number): Headers {
   // One pass that skips what is not passed on: copying every header and then deleting a dozen
   // names cost a Headers lookup and validation per name on every request.
   const headers = new Headers()
-  for (const [name, value] of upstream) if (!NOT_PASSED_ON.has(name)) headers.append(name, value)
+  upstream.forEach((value, name) => {
+    if (!NOT_PASSED_ON.has(name)) headers.append(name, value)
+  })
   headers.append(WIRE_HEADERS.region, node.region)
   headers.append('server-timing', `edge;dur=${Math.max(0, upstreamStartMs - startedAtMs)}, upstream;dur=${Math.max(0, headersAtMs - upstreamStartMs)}`)
   if (failed > 0) headers.append(WIRE_HEADERS.failover, String(failed))
@@ -357,7 +369,7 @@ function responseHeaders(upstream: Headers, node: RankedNode, failed: number, st
 }
 
 /** The node's own retry hint for an overload answer, in ms (1 s when it gave none). */
-function retryHintMs(headers: Headers): number {
+function retryHintMs(headers: UpstreamHeaders): number {
   const ms = Number(headers.get('retry-after-ms'))
   if (Number.isFinite(ms) && ms > 0) return ms
   const s = Number(headers.get('retry-after'))

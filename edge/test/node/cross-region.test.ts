@@ -20,7 +20,7 @@ import { apiKeyRedisKey, generateApiKey, hashApiKey, toApiKeyFields } from '../.
 import { parseEdgeConfig, type EdgeConfig } from '../../src/config.ts'
 import { startNodeEdge, type NodeEdge } from '../../src/entries/node-server.ts'
 import type { UpstreamFetch } from '../../src/proxy/forward.ts'
-import { createUndiciUpstream, type UndiciUpstream } from '../../src/proxy/undici-upstream.ts'
+import { createH2Upstream, type H2Upstream } from '../../src/proxy/h2-upstream.ts'
 import { timedChat } from './timed-chat.ts'
 
 const RTT_MS = 80
@@ -39,7 +39,7 @@ const relays: Partial<Record<Region, WanRelay>> = {}
 let config: EdgeConfig
 let edge: NodeEdge
 let control: NodeEdge
-const controlUpstreams: UndiciUpstream[] = []
+const controlUpstreams: H2Upstream[] = []
 let key: string
 const client = new Agent({ keepAliveTimeout: 60_000 })
 
@@ -139,7 +139,7 @@ describe('cross-region requests through the Node edge', () => {
   it('would catch one extra round trip: a fresh upstream connection per request pays about one more RTT', async () => {
     // The control: the same edge, but each request dials its node anew.
     const freshConnection: UpstreamFetch = (url, init) => {
-      const upstream = createUndiciUpstream({ connectTimeoutMs: 2000 })
+      const upstream = createH2Upstream({ connectTimeoutMs: 2000 })
       controlUpstreams.push(upstream)
       return upstream.fetch(url, init)
     }
