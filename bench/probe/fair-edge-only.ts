@@ -1,9 +1,10 @@
 /**
  * One part of the edge section's fair phase alone, for a change's before/after without the rest
- * of the section: `npx tsx bench/probe/fair-edge-only.ts instructions|pinned|functions [--quick]`
+ * of the section: `npx tsx bench/probe/fair-edge-only.ts instructions|pinned|functions|pieces [--quick]`
  * runs the instruction counts (bench/scenarios/edge-instructions.ts), the pinned latency rounds
- * (edge-pinned.ts), or the edge's CPU profile (edge-profile.ts) as self time by function
- * (`--kind non_streaming_1kb|streaming_1kb|non_streaming_100kb`, default the first). Same set-up
+ * (edge-pinned.ts), the edge's CPU profile (edge-profile.ts) as self time by function
+ * (`--kind non_streaming_1kb|streaming_1kb|non_streaming_100kb`, default the first), or the
+ * per-piece counts (piece-costs.ts: the body check, the upstream client). Same set-up
  * as the edge section's fair phase: redis-server + the Upstash bridge and the instant upstream on
  * core 1, a seeded key, rate limits and signing on. Prints the figures and the raw ratios.
  */
@@ -16,12 +17,19 @@ import { startInstantUpstream, startUpstashProcs } from '../lib/services.ts'
 import { REQUEST_KINDS, runEdgeInstructions, type RequestKind } from '../scenarios/edge-instructions.ts'
 import { recordEdgeProfile } from '../scenarios/edge-profile.ts'
 import { runPinnedEdge, type PinnedEdgeInput } from '../scenarios/edge-pinned.ts'
+import { measureUpstreamCost, measureValidationCost } from '../scenarios/piece-costs.ts'
 
 type Part = (ctx: BenchContext, input: PinnedEdgeInput) => Promise<{ figures: Record<string, number | null>; raw: Record<string, unknown>; notes: string[] }>
 const parts: Record<string, { run: Part; show: (raw: Record<string, unknown>) => unknown }> = {
   instructions: { run: runEdgeInstructions, show: (raw) => ({ edge_over_bare: raw.edge_over_bare, edge_over_bare_h2: raw.edge_over_bare_h2, bare_h2_over_bare: raw.bare_h2_over_bare }) },
   pinned: { run: runPinnedEdge, show: (raw) => raw },
   functions: { run: profileFunctions, show: (raw) => raw },
+  pieces: { run: pieceCosts, show: (raw) => raw },
+}
+
+async function pieceCosts(ctx: BenchContext, input: PinnedEdgeInput) {
+  const raw = { body_check_per_call: await measureValidationCost(ctx), upstream_client_per_request: await measureUpstreamCost(ctx, input.instantUrl) }
+  return { figures: {}, raw, notes: raw.body_check_per_call ? [] : ['valgrind (callgrind) is not installed'] }
 }
 
 async function profileFunctions(ctx: BenchContext, input: PinnedEdgeInput) {

@@ -31,7 +31,7 @@ import { buildBody } from '../load/dialects.ts'
 import { closedLoop } from '../load/generators.ts'
 import { bundleEntry } from '../lib/bundle.ts'
 import { CallgrindCounter, callgrindWrap, hasCallgrind } from '../lib/callgrind.ts'
-import { hasTaskset, pinSelf, spawnProc } from '../lib/procs.ts'
+import { hasTaskset, pinSelf } from '../lib/procs.ts'
 import type { BenchContext } from '../lib/report-types.ts'
 import { startBarePassthrough, startNodeEdge, type EdgeProc } from '../lib/services.ts'
 import { median, round } from '../lib/stats.ts'
@@ -170,46 +170,5 @@ export async function runEdgeInstructions(ctx: BenchContext, input: PinnedEdgeIn
       edge_minus_bare: Object.fromEntries(kindsCounted.map((k) => [k, counts.edge[k]!.median - counts.bare[k]!.median])),
     },
     notes,
-  }
-}
-
-/**
- * What the edge's full body check costs (issue 18, "Lazy validation"): bench/probe/validate-cost.ts
- * under callgrind runs the check in a loop on the bench's 1 kB and 100 kB bodies, full (UTF-8
- * decode + JSON.parse + the dialect's zod parser) and JSON only; per call = (count(2K) − count(K)) / K
- * after a warm-up of the same loop. Compare with the edge's per-request counts.
- */
-export async function measureValidationCost(ctx: BenchContext): Promise<Record<string, number> | undefined> {
-  if (!hasCallgrind()) return undefined
-  const dir = mkdtempSync(join(tmpdir(), 'zl-bench-callgrind-'))
-  const outFile = join(dir, 'validate.out')
-  const bundle = bundleEntry('bench/probe/validate-cost.ts', join(dir, 'validate.mjs'))
-  const wrap = callgrindWrap(outFile)
-  const proc = spawnProc('validate-cost', wrap[0]!, [...wrap.slice(1), process.execPath, bundle], { ipc: true, ...(hasTaskset() ? { cpus: '0' } : {}) })
-  try {
-    await proc.waitFor((_l, j) => j?.msg === 'ready', 300_000)
-    const counter = new CallgrindCounter(proc.pid, outFile)
-    const run = (mode: string, size: string, count: number) =>
-      new Promise<void>((resolve, reject) => {
-        proc.child.once('message', (m: { done?: boolean; error?: string }) => (m.done ? resolve() : reject(new Error(m.error))))
-        proc.child.send({ mode, size, count })
-      })
-    const out: Record<string, number> = {}
-    for (const size of ['1kb', '100kb']) {
-      const k = size === '1kb' ? 400 : 40
-      for (const mode of ['full', 'json', 'affinity', 'sign']) {
-        await run(mode, size, k * 20)
-        counter.instrument()
-        await run(mode, size, k)
-        const a = counter.dump().main
-        await run(mode, size, 2 * k)
-        const b = counter.dump().main
-        out[`${mode}_${size}`] = Math.round((b - a) / k)
-      }
-    }
-    ctx.log(`validation cost per body (instructions): ${Object.entries(out).map(([k, v]) => `${k} ${v.toLocaleString('en')}`).join(', ')}`)
-    return out
-  } finally {
-    await proc.stop()
   }
 }
