@@ -186,19 +186,24 @@ describe('the h2 upstream connection', () => {
     }
   })
 
-  it('lets a draining node (GOAWAY) finish its open stream and sends new requests on a new connection', async () => {
+  it('lets a draining node (GOAWAY) finish its open stream, and warms a new connection for the requests after it', async () => {
     const up = createH2Upstream({ connectTimeoutMs: 2000 })
     try {
       const before = srv.sessions()
       const draining = await up.fetch(`${srv.origin}/drain`, { method: 'POST', body: '{}' })
       const body = collect(draining)
       await waitFor(() => release !== undefined && up.connected().length === 0)
+      // The warm-up opens the successor ahead of need while the old session still carries its stream.
+      await up.warm([srv.origin])
+      expect(up.connected()).toEqual([srv.origin])
       const next = await up.fetch(`${srv.origin}/ok`, { method: 'POST', body: '{}' })
       expect(await collect(next)).toEqual({ bytes: 18, ended: 'end' })
       release!()
       expect(await body).toEqual({ bytes: 18, ended: 'end' })
       expect(srv.sessions()).toBe(before + 2)
     } finally {
+      // A failed assertion must not leave the draining stream open (close() waits for it).
+      release?.()
       release = undefined
       await up.close()
     }

@@ -137,7 +137,9 @@ export function createH2Upstream(opts: H2UpstreamOptions): H2Upstream {
     async warm(origins) {
       const attempts: Promise<void>[] = []
       for (const origin of new Set(origins)) {
-        if (connections.get(origin)?.connected) continue
+        // A session closed to new streams (GOAWAY, retired) but still carrying old ones needs a successor.
+        const known = connections.get(origin)
+        if (known?.connected && !known.session.closed) continue
         attempts.push(warming.get(origin) ?? warmOne(origin))
       }
       await Promise.all(attempts)
