@@ -1,8 +1,11 @@
 /**
- * The Node upstream's answer object against a real h2c server: a body nobody has asked for yet
+ * The Node edge's upstream against real node:http2 servers: a body nobody has asked for yet
  * pauses the HTTP/2 stream (the server's writes back up) instead of piling up in the edge, and
  * comes whole once read, as bytes or as a stream; a node that sends no headers in time gets its
- * stream reset and the caller an UpstreamTimeout, on a connection that goes on serving.
+ * stream reset and the caller an UpstreamTimeout, on a connection that goes on serving. The
+ * connection's own cases: a body cut mid-way errors (node:http2 reports an end), a draining node
+ * (GOAWAY) finishes its stream while a new connection is warmed, sessions are retired after their
+ * share of streams, headers come without pseudo-headers, https speaks h2 by ALPN.
  */
 import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
@@ -57,6 +60,10 @@ afterAll(async () => {
   await new Promise<void>((resolve) => server.close(() => resolve()))
 })
 
+const waitFor = async (what: () => boolean) => {
+  while (!what()) await new Promise((resolve) => setTimeout(resolve, 10))
+}
+
 function expectPattern(bytes: Uint8Array): void {
   expect(bytes.byteLength).toBe(PIECE * PIECES)
   for (let p = 0; p < PIECES; p++) expect(bytes[p * PIECE + PIECE - 1]).toBe(p % 251)
@@ -88,9 +95,6 @@ describe('the h2 upstream answer', () => {
 })
 
 describe('the h2 upstream headers timeout', () => {
-  const waitFor = async (what: () => boolean) => {
-    while (!what()) await new Promise((resolve) => setTimeout(resolve, 10))
-  }
 
   it('rejects with UpstreamTimeout when no headers came in time, resets that stream, and keeps the connection serving', async () => {
     const before = { ...hung }
@@ -139,9 +143,6 @@ const collect = (res: UpstreamResponse) =>
   })
 
 describe('the h2 upstream connection', () => {
-  const waitFor = async (what: () => boolean) => {
-    while (!what()) await new Promise((resolve) => setTimeout(resolve, 10))
-  }
   /** Each path's behaviour: answer at once, break off mid-body, or answer after the session was told to close. */
   let release: (() => void) | undefined
   const server = http2.createServer()

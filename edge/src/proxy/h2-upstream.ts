@@ -4,10 +4,10 @@
  * h2 for https ones (the node accepts both on one port, DESIGN.md §7).
  *
  * Why node:http2 directly and not undici (which drives the same node:http2 underneath): undici's
- * request objects, queue and handler layers cost more per request than the HTTP/1.1 pool it
- * replaced. Counted under callgrind, a bare passthrough to the same upstream took 0.59 M
- * instructions per 1 kB request over undici's h2 (0.38 M over its HTTP/1.1 pool) and ~0.43 M
- * over a node:http2 session (docs/PERFORMANCE.md, *The edge's upstream*).
+ * request objects, queue and handler layers come on top. Counted under callgrind per 1 kB request
+ * and its answer (bench/probe/upstream-cost.ts): ~262 k instructions through this module, 244–286 k
+ * through node:http2 bare, 270–430 k through undici's HTTP/2 Agent (docs/PERFORMANCE.md, *The
+ * edge's upstream*).
  *
  * The settings are undici's, which the round-1 measurements were made with: a 256 KiB stream
  * window and a 512 KiB connection window for the node's answers (a body nobody reads stalls the
@@ -25,8 +25,9 @@
  * closed, exactly when a region's traffic moves.
  *
  * A node that sends GOAWAY (it is draining) keeps serving the streams it has: node:http2 closes the
- * session to new ones, and the next request, finding it closed, opens a new session. node:http2 ends a stream's readable side ('end') even when the stream was reset or
- * its connection died, so the outcome is read at 'close', from the stream's RST code.
+ * session to new ones, and the next request (or the warm-up), finding it closed, opens a new one.
+ * node:http2 ends a stream's readable side ('end') even when the stream was reset or its
+ * connection died, so the outcome is read at 'close', from the stream's RST code.
  */
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2'
 import net from 'node:net'
@@ -71,9 +72,13 @@ export interface H2UpstreamOptions {
 
 interface Connection {
   session: ClientHttp2Session
-  connected: boolean
   streams: number
 }
+
+/** Takes new streams: not closed (GOAWAY, retired, close()) and not destroyed. */
+const usable = (session: ClientHttp2Session) => !session.closed && !session.destroyed
+/** Connected now (node:http2 clears `connecting` before 'connect') and taking new streams. */
+const open = (conn: Connection | undefined) => conn !== undefined && !conn.session.connecting && usable(conn.session)
 
 export function createH2Upstream(opts: H2UpstreamOptions): H2Upstream {
   const streamsPerSession = opts.streamsPerSession ?? STREAMS_PER_SESSION
@@ -85,7 +90,7 @@ export function createH2Upstream(opts: H2UpstreamOptions): H2Upstream {
   /** The origin's session for one more stream. */
   const sessionFor = (origin: string): ClientHttp2Session => {
     const known = connections.get(origin)
-    if (known && !known.session.closed && !known.session.destroyed) {
+    if (known && usable(known.session)) {
       if (known.streams++ < streamsPerSession) return known.session
       // This session's stream ids are spent: its open streams finish, this request opens the next one.
       forget(origin, known)
@@ -96,14 +101,13 @@ export function createH2Upstream(opts: H2UpstreamOptions): H2Upstream {
       peerMaxConcurrentStreams: MAX_STREAMS_PER_NODE,
       settings: { enablePush: false, initialWindowSize: STREAM_WINDOW_BYTES },
     })
-    const conn: Connection = { session, connected: false, streams: 1 }
+    const conn: Connection = { session, streams: 1 }
     connections.set(origin, conn)
     // Until 'connect' (TCP, TLS, and the preface sent) at most the connect timeout; the streams
     // waiting on it then fail with the session, and forward tries the next node.
     const timer = setTimeout(() => session.destroy(new Error('upstream connect timeout')), opts.connectTimeoutMs)
     session.once('connect', () => {
       clearTimeout(timer)
-      conn.connected = true
       session.setLocalWindowSize(CONNECTION_WINDOW_BYTES)
     })
     // Each stream reports its own failure; this keeps a session error from being an uncaught one.
@@ -133,13 +137,12 @@ export function createH2Upstream(opts: H2UpstreamOptions): H2Upstream {
       return pathAt < 0 ? h2Fetch(sessionFor(url), '/', init) : h2Fetch(sessionFor(url.slice(0, pathAt)), url.slice(pathAt), init)
     },
     origins: () => [...connections.keys()],
-    connected: () => [...connections].filter(([, c]) => c.connected && !c.session.closed).map(([origin]) => origin),
+    connected: () => [...connections].filter(([, c]) => open(c)).map(([origin]) => origin),
     async warm(origins) {
       const attempts: Promise<void>[] = []
       for (const origin of new Set(origins)) {
         // A session closed to new streams (GOAWAY, retired) but still carrying old ones needs a successor.
-        const known = connections.get(origin)
-        if (known?.connected && !known.session.closed) continue
+        if (open(connections.get(origin))) continue
         attempts.push(warming.get(origin) ?? warmOne(origin))
       }
       await Promise.all(attempts)
