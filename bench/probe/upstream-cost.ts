@@ -3,7 +3,10 @@
  * share of the edge's forward stage). IPC `{ client, count }` sends `count` POSTs of the bench's
  * 1 kB chat body, one after another, to UPSTREAM_URL (the instant upstream), reads each answer
  * whole, then answers `{ done: true }`. Clients:
- * - `h2_upstream`: the Node edge's own (edge/src/proxy/h2-upstream.ts: one node:http2 session);
+ * - `h2_upstream`: the Node edge's own to other regions (edge/src/proxy/h2-upstream.ts: one
+ *   node:http2 session);
+ * - `h1_upstream`: the Node edge's own to its region (edge/src/proxy/h1-upstream.ts: undici's
+ *   HTTP/1.1 Pool through the edge's handler and answer object);
  * - `undici_h2`: an undici Agent over one h2c connection with the settings the edge used before
  *   (`connections: 1`, `pipelining` 128, `idempotent: true`, byte bodies), through the dispatcher
  *   API with a handler that only collects the body (what the edge's own handler did, less its
@@ -15,6 +18,7 @@
  */
 import http2 from 'node:http2'
 import { Agent, Pool, type Dispatcher } from 'undici'
+import { createH1Upstream } from '../../edge/src/proxy/h1-upstream.ts'
 import { createH2Upstream } from '../../edge/src/proxy/h2-upstream.ts'
 import { buildBody } from '../load/dialects.ts'
 
@@ -25,6 +29,7 @@ const body = buildBody('openai-chat', { model: 'bench-instant', text: 'lorem ips
 const headers = { 'content-type': 'application/json', accept: 'application/json', 'x-request-id': `req_${'0'.repeat(32)}` }
 
 const h2 = createH2Upstream({ connectTimeoutMs: 60_000 })
+const h1 = createH1Upstream({ connectTimeoutMs: 60_000 })
 // `useH2c` is read by undici's Client but missing from its option types.
 const agent = new Agent({ allowH2: true, useH2c: true, connections: 1, pipelining: 128, maxConcurrentStreams: 128, headersTimeout: 0, bodyTimeout: 0 } as Agent.Options)
 const pool = new Pool(upstream, { connections: 128, pipelining: 1, headersTimeout: 0, bodyTimeout: 0 })
@@ -60,6 +65,7 @@ function dispatch(d: Dispatcher, extra: Partial<Dispatcher.DispatchOptions>): Pr
 
 const clients: Record<string, () => Promise<number>> = {
   h2_upstream: async () => (await (await h2.fetch(upstream + PATH, { method: 'POST', headers, body })).arrayBuffer()).byteLength,
+  h1_upstream: async () => (await (await h1.fetch(upstream + PATH, { method: 'POST', headers, body })).arrayBuffer()).byteLength,
   undici_h2: () => dispatch(agent, { idempotent: true }),
   undici_h1: () => dispatch(pool, {}),
   node_h2: nodeH2,

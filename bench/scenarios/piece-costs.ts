@@ -68,7 +68,7 @@ export function measureValidationCost(ctx: BenchContext): Promise<Record<string,
   return countLoops(ctx, 'validate-cost', 'bench/probe/validate-cost.ts', loops)
 }
 
-export const UPSTREAM_CLIENTS = ['h2_upstream', 'node_h2', 'undici_h2', 'undici_h1'] as const
+export const UPSTREAM_CLIENTS = ['h2_upstream', 'node_h2', 'undici_h2', 'h1_upstream', 'undici_h1'] as const
 
 /** One upstream request and its whole answer, per client (upstream-cost.ts), against `upstreamUrl`. */
 export function measureUpstreamCost(ctx: BenchContext, upstreamUrl: string): Promise<Record<string, number> | undefined> {

@@ -59,6 +59,8 @@ const EnvSchema = z.object({
   EDGE_LAT: lat.default(0),
   EDGE_LON: lon.default(0),
   UPSTREAM_CONNECT_TIMEOUT_MS: int(1, 600_000).default(2000),
+  /** Node entry: `auto` reaches the edge's own region's nodes over HTTP/1.1, the others over HTTP/2; `h2`: HTTP/2 to all (proxy/node-upstream.ts). */
+  UPSTREAM_PROTOCOL: z.enum(['auto', 'h2']).default('auto'),
   /** A streaming node silent this long mid-stream is treated as dead and the stream resumed (proxy/forward.ts). */
   STREAM_STALL_MS: int(1, 600_000).default(15_000),
   /** Continuations per stream after its node fails (DESIGN.md §4 Resume); 0 turns resume off. */
@@ -99,6 +101,8 @@ export interface EdgeConfig {
   edgeLon: number
   /** Until the node's response headers, for streaming requests (a streaming node answers at once). */
   upstreamConnectTimeoutMs: number
+  /** UPSTREAM_PROTOCOL (Node entry only; on Workers, Cloudflare owns the connections to origins). */
+  upstreamProtocol: 'auto' | 'h2'
   streamStallMs: number
   maxResumes: number
   /** Until the node's response headers for non-streaming requests, and the deadline sent to the node. */
@@ -141,6 +145,7 @@ export function parseEdgeConfig(env: Record<string, unknown>): EdgeConfig {
     edgeLat: e.EDGE_LAT,
     edgeLon: e.EDGE_LON,
     upstreamConnectTimeoutMs: e.UPSTREAM_CONNECT_TIMEOUT_MS,
+    upstreamProtocol: e.UPSTREAM_PROTOCOL,
     streamStallMs: e.STREAM_STALL_MS,
     maxResumes: e.MAX_RESUMES,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,

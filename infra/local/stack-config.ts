@@ -172,7 +172,8 @@ export function edgeEnv(opts: StackOptions): Record<string, string> {
     ADMIN_TOKEN: opts.adminToken,
     DEFAULT_RPM: String(LOCAL.defaultRpm),
     DEFAULT_TPM: String(LOCAL.defaultTpm),
-    EDGE_REGION: 'local',
+    // The stack's one edge sits in the first region (stack-wan.ts): its nodes there are next door.
+    EDGE_REGION: REGIONS[0].name,
     EDGE_LAT: String(REGIONS[0].lat),
     EDGE_LON: String(REGIONS[0].lon),
     DEV_MODE: '1',

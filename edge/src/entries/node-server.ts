@@ -1,8 +1,9 @@
 /**
  * The self-hosted edge: the same app under @hono/node-server. With TLS_CERT/TLS_KEY it serves
  * HTTPS with ALPN choosing h2 or http/1.1 (`http2.createSecureServer({ allowHTTP1: true })`);
- * without, plain HTTP/1.1. Upstream requests go through node:http2, one multiplexed HTTP/2
- * connection per GPU node. A closed client connection aborts the request's AbortSignal
+ * without, plain HTTP/1.1. Upstream requests to the GPU nodes of the edge's own region go over an
+ * HTTP/1.1 keep-alive pool per node, to every other node over one multiplexed HTTP/2 connection
+ * (proxy/node-upstream.ts, UPSTREAM_PROTOCOL). A closed client connection aborts the request's AbortSignal
  * (@hono/node-server), which forward.ts turns into an aborted upstream request.
  * Per-request CPU: hashing and signing use node:crypto synchronously (nodeDigest) instead of
  * Web Crypto's thread-pool jobs, and the @upstash/redis clients talk REST over one undici keep-alive
@@ -24,7 +25,8 @@ import { readDashboardAssets } from '../dashboard/file-assets.ts'
 import { createRedisBackedDeps, type RedisFactory } from '../redis/redis-deps.ts'
 import { takeRelay, type RelayOut } from '../proxy/pass-through.ts'
 import { isServing } from '../routing/pick-node.ts'
-import { createH2Upstream, type H2Upstream, type H2UpstreamOptions } from '../proxy/h2-upstream.ts'
+import { createNodeUpstream, type NodeUpstream } from '../proxy/node-upstream.ts'
+import type { UpstreamTls } from '../proxy/upstream-common.ts'
 import { createUpstashPool, UndiciRedisRequester } from '../redis/undici-redis-requester.ts'
 
 /**
@@ -35,7 +37,7 @@ import { createUpstashPool, UndiciRedisRequester } from '../redis/undici-redis-r
 export const CLIENT_KEEP_ALIVE_MS = 75_000
 
 /**
- * How often the table's serving nodes are checked for an open upstream connection (h2-upstream.ts
+ * How often the table's serving nodes are checked for an open upstream connection (node-upstream.ts
  * `warm`): a connection that closed (idle keep-alive, a node's restart) is open again within this,
  * before a request needs it. An open connection costs nothing to check.
  */
@@ -46,7 +48,7 @@ const CONNECTION_HEADERS = ['transfer-encoding', 'connection', 'keep-alive', 'up
 
 export interface NodeEdge {
   url: string
-  upstream: H2Upstream
+  upstream: NodeUpstream
   /** Settles once the first round of upstream connections (one per serving node) has been tried. */
   warmed: Promise<void>
   close(): Promise<void>
@@ -55,11 +57,16 @@ export interface NodeEdge {
 export interface NodeEdgeOptions {
   /** Replaces parts of the wiring (tests). */
   overrides?: Partial<EdgeDeps>
-  upstreamTls?: H2UpstreamOptions['tls']
+  upstreamTls?: UpstreamTls
 }
 
 export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig, opts: NodeEdgeOptions = {}): Promise<NodeEdge> {
-  const upstream = createH2Upstream({ connectTimeoutMs: config.upstreamConnectTimeoutMs, ...(opts.upstreamTls ? { tls: opts.upstreamTls } : {}) })
+  const upstream = createNodeUpstream({
+    protocol: config.upstreamProtocol,
+    localRegion: config.edgeRegion,
+    connectTimeoutMs: config.upstreamConnectTimeoutMs,
+    ...(opts.upstreamTls ? { tls: opts.upstreamTls } : {}),
+  })
   // Node's waitUntil: background work (latency records, refunds) is tracked so close() can finish it.
   const pending = new Set<Promise<unknown>>()
   const waitUntil = (work: Promise<unknown>) => {
@@ -73,7 +80,7 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
   const warmUpstreams = async () => {
     const table = await deps.registry.table()
     const t = Date.now()
-    await upstream.warm(table.nodes.filter((n) => isServing(n, t)).map((n) => new URL(n.url).origin))
+    await upstream.warm(table.nodes.filter((n) => isServing(n, t)))
   }
   const warmed = warmUpstreams().catch(() => {})
   const warmer = setInterval(() => void warmUpstreams().catch(() => {}), UPSTREAM_WARM_INTERVAL_MS)
@@ -126,7 +133,7 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
  * `redisPool`: `new Redis(requester)` takes none of redisClientOptions' settings and needs none —
  * the requester never retries, never auto-pipelines, sends no telemetry, and bounds each call.
  */
-export function createNodeDeps(config: EdgeConfig, upstream: H2Upstream, redisPool: Pool): EdgeDeps {
+export function createNodeDeps(config: EdgeConfig, upstream: NodeUpstream, redisPool: Pool): EdgeDeps {
   const redis: RedisFactory = (timeoutMs) =>
     new Redis(new UndiciRedisRequester({ url: config.upstash.url, token: config.upstash.token, timeoutMs, pool: redisPool }))
   return {
@@ -147,7 +154,7 @@ interface NodeResponse {
 
 /**
  * A token stream whose node pushes its chunks (proxy/pass-through.ts `takeRelay`) is written here,
- * straight from the HTTP/2 upstream into the client's response: no web stream, no promise per
+ * straight from the upstream (either protocol) into the client's response: no web stream, no promise per
  * chunk, and the node's opening frames leave in the same write as the headers. @hono/node-server
  * is then told the response is already sent.
  */

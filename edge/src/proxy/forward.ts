@@ -22,8 +22,8 @@ import { resumableBody, type ResumeOutcome } from './resumable-body.ts'
 import { targetUrl } from './target-url.ts'
 
 /**
- * What forward reads of a node's answer. fetch's Response has it; the Node entry's h2 upstream
- * hands over a lighter object that builds a web stream only if one is asked for, and can push a
+ * What forward reads of a node's answer. fetch's Response has it; the Node entry's upstreams
+ * hand over a lighter object that builds a web stream only if one is asked for, and can push a
  * streamed body straight into the Node server's response (pass-through.ts).
  */
 export interface UpstreamResponse extends UpstreamBody {
@@ -34,7 +34,7 @@ export interface UpstreamResponse extends UpstreamBody {
 
 /**
  * What forward reads of a node's response headers (lower-case names): fetch's Headers has it;
- * the h2 upstream wraps node:http2's header object instead of building a Headers, which validates
+ * the Node entry's upstreams wrap node:http2's header object or undici's raw list instead of building a Headers, which validates
  * every entry and sorts them to iterate — only the client's headers need that (`responseHeaders`).
  */
 export interface UpstreamHeaders {
@@ -43,14 +43,17 @@ export interface UpstreamHeaders {
 }
 
 /**
- * fetch's shape (the Workers global through `withHeadersTimeout`, or node:http2 with one HTTP/2
- * connection per node on the Node entry), plus the time the node has to send its response
+ * fetch's shape (the Workers global through `withHeadersTimeout`, or the Node entry's own upstream:
+ * HTTP/1.1 to its region's nodes, one HTTP/2 connection to each other node, node-upstream.ts),
+ * plus the time the node has to send its response
  * headers: past it the promise rejects with UpstreamTimeout and the request is aborted.
  * `init.signal` is the client's, for the whole exchange, headers and body.
  */
 export type UpstreamFetch = (url: string, init: UpstreamInit) => Promise<UpstreamResponse>
 export interface UpstreamInit extends RequestInit {
   headersTimeoutMs?: number
+  /** The node's region: the Node entry reaches its own region's nodes over HTTP/1.1 (node-upstream.ts). */
+  nodeRegion?: string
 }
 
 /** No response headers within `headersTimeoutMs`: the node is connected but too slow to answer. */
@@ -63,11 +66,11 @@ export class UpstreamTimeout extends Error {
 
 /**
  * An UpstreamFetch over a plain fetch (the Workers entry): the headers timeout as an abort of
- * its own beside the caller's signal. The Node entry's h2 upstream times the request itself,
- * without a controller per request (h2-upstream.ts).
+ * its own beside the caller's signal. The Node entry's upstreams time the request themselves,
+ * without a controller per request (h1-upstream.ts, h2-upstream.ts).
  */
 export function withHeadersTimeout(fetchLike: (url: string, init: RequestInit) => Promise<UpstreamResponse>): UpstreamFetch {
-  return async (url, { headersTimeoutMs, ...init }) => {
+  return async (url, { headersTimeoutMs, nodeRegion: _region, ...init }) => {
     if (headersTimeoutMs === undefined) return fetchLike(url, init)
     const controller = new AbortController()
     const client = init.signal ?? undefined
@@ -311,7 +314,7 @@ async function send(node: RankedNode, req: ForwardRequest, deps: ForwardDeps): P
   const headersTimeoutMs = req.stream ? deps.connectTimeoutMs : deps.requestTimeoutMs
   let res: UpstreamResponse
   try {
-    res = await deps.upstream(target.href, { method: 'POST', headers, body: req.body, ...(req.signal ? { signal: req.signal } : {}), redirect: 'manual', headersTimeoutMs })
+    res = await deps.upstream(target.href, { method: 'POST', headers, body: req.body, ...(req.signal ? { signal: req.signal } : {}), redirect: 'manual', headersTimeoutMs, nodeRegion: node.region })
   } catch (e) {
     if (req.signal?.aborted) throw new ClientGone()
     return e instanceof UpstreamTimeout ? { ok: false, slow: true } : { ok: false }

@@ -12,7 +12,8 @@ import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { makeSelfSignedCert } from '../../../test/support/self-signed-cert.ts'
 import { UpstreamTimeout, type UpstreamResponse } from './forward.ts'
-import { createH2Upstream, type H2Upstream } from './h2-upstream.ts'
+import { createH2Upstream } from './h2-upstream.ts'
+import type { EdgeUpstream } from './upstream-common.ts'
 
 const PIECE = 16 * 1024
 /** 8 MiB: far more than the HTTP/2 windows and socket buffers between server and edge hold. */
@@ -20,7 +21,7 @@ const PIECES = 512
 
 let server: http2.Http2Server
 let origin: string
-let upstream: H2Upstream
+let upstream: EdgeUpstream
 /** The server's view of the current response: bytes written, and since when its writes wait for 'drain'. */
 let sent = { bytes: 0, blockedSinceMs: undefined as number | undefined, ended: false }
 /** Requests to /hang, which are never answered, and how many of them the edge has closed. */

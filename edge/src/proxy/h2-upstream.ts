@@ -32,7 +32,8 @@
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2'
 import net from 'node:net'
 import tls from 'node:tls'
-import { UpstreamTimeout, type UpstreamFetch, type UpstreamHeaders, type UpstreamInit, type UpstreamResponse } from './forward.ts'
+import { UpstreamTimeout, type UpstreamHeaders, type UpstreamInit, type UpstreamResponse } from './forward.ts'
+import { bytesOf, plainHeaders, reasonOf, type EdgeUpstream, type UpstreamTls } from './upstream-common.ts'
 import { UpstreamAnswer } from './upstream-answer.ts'
 
 /** Concurrent HTTP/2 streams per node connection (more wait in node:http2 for a free one). */
@@ -47,25 +48,9 @@ const TCP_KEEP_ALIVE_MS = 60_000
 export const STREAMS_PER_SESSION = 2 ** 30 - 1
 const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants
 
-export interface H2Upstream {
-  fetch: UpstreamFetch
-  /** Origins with a session, open or being opened (one per GPU node). */
-  origins(): string[]
-  /** Origins whose connection is open now. */
-  connected(): string[]
-  /**
-   * Opens a connection (with a GET /healthz) to each origin that has none and is not being opened;
-   * failures are left to routing (a node that cannot be reached is marked down by the request that
-   * tries it). Resolves when every attempt has settled.
-   */
-  warm(origins: readonly string[]): Promise<void>
-  close(): Promise<void>
-}
-
 export interface H2UpstreamOptions {
   connectTimeoutMs: number
-  /** Extra TLS options for https nodes (e.g. a private CA in tests). */
-  tls?: { ca?: string | Buffer; rejectUnauthorized?: boolean }
+  tls?: UpstreamTls
   /** Default STREAMS_PER_SESSION (tests lower it). */
   streamsPerSession?: number
 }
@@ -80,7 +65,7 @@ const usable = (session: ClientHttp2Session) => !session.closed && !session.dest
 /** Connected now (node:http2 clears `connecting` before 'connect') and taking new streams. */
 const open = (conn: Connection | undefined) => conn !== undefined && !conn.session.connecting && usable(conn.session)
 
-export function createH2Upstream(opts: H2UpstreamOptions): H2Upstream {
+export function createH2Upstream(opts: H2UpstreamOptions): EdgeUpstream {
   const streamsPerSession = opts.streamsPerSession ?? STREAMS_PER_SESSION
   const connections = new Map<string, Connection>()
   const warming = new Map<string, Promise<void>>()
@@ -156,7 +141,7 @@ export function createH2Upstream(opts: H2UpstreamOptions): H2Upstream {
 }
 
 /** The socket under a session: Nagle off (a request is a HEADERS and a DATA frame, written apart), TCP keep-alive. */
-function socketTo(authority: URL, tlsOpts: H2UpstreamOptions['tls']): net.Socket {
+function socketTo(authority: URL, tlsOpts: UpstreamTls | undefined): net.Socket {
   const host = authority.hostname.replace(/^\[(.*)\]$/, '$1')
   const secure = authority.protocol === 'https:'
   const port = Number(authority.port) || (secure ? 443 : 80)
@@ -244,21 +229,4 @@ class NodeHeaders implements UpstreamHeaders {
       else if (value) for (const v of value) fn(v, name)
     }
   }
-}
-
-function reasonOf(signal: AbortSignal | undefined): Error {
-  const reason: unknown = signal?.reason
-  return reason instanceof Error ? reason : new Error('request aborted')
-}
-
-function bytesOf(body: RequestInit['body']): Uint8Array | string | undefined {
-  if (body === undefined || body === null) return undefined
-  if (typeof body === 'string' || body instanceof Uint8Array) return body
-  throw new TypeError('the h2 upstream sends byte or string bodies only')
-}
-
-/** forward.ts passes a plain record of valid lower-case names: taken as is; anything else normalised. */
-function plainHeaders(headers: RequestInit['headers']): Record<string, string> {
-  if (headers && !(headers instanceof Headers) && !Array.isArray(headers)) return headers as Record<string, string>
-  return Object.fromEntries(new Headers(headers))
 }

@@ -7,7 +7,7 @@
  *   which closes the node's stream (the node then aborts the sequence and frees its KV).
  *
  * Two ways to carry it, same endings: a web ReadableStream (what a Response body is: Workers), or
- * — when the upstream pushes chunks (the Node entry's h2 upstream) — a direct relay into the
+ * — when the upstream pushes chunks (the Node entry's upstreams) — a direct relay into the
  * Node server's response (`relay`, offered with the Response: `takeRelay`), which skips both web
  * streams and their promise per chunk.
  */

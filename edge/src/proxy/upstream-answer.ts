@@ -1,6 +1,7 @@
 /**
- * A node's answer as forward.ts reads it, fed chunk by chunk by the Node entry's upstream
- * (h2-upstream.ts), which pauses the HTTP/2 stream when `take` says the consumer is full.
+ * A node's answer as forward.ts reads it, fed chunk by chunk by the Node entry's upstreams
+ * (h1-upstream.ts, h2-upstream.ts), which pause the socket or the HTTP/2 stream when `take` says
+ * the consumer is full.
  */
 import { NULL_BODY_STATUSES, type UpstreamHeaders, type UpstreamResponse } from './forward.ts'
 import type { ChunkSink, PushedBody } from './pass-through.ts'
@@ -13,7 +14,7 @@ const HELD_CHUNKS = 16
  * A node's answer as forward.ts reads it. The body stays a list of chunks until one consumer
  * claims it: `arrayBuffer()` (a whole JSON answer) joins them; `pushTo()` (a token stream on the
  * Node entry) hands each chunk on as it comes; `body` builds a web stream. Whichever it is, a
- * consumer that is full pauses the HTTP/2 stream until it asks for more.
+ * consumer that is full pauses the upstream until it asks for more.
  */
 export class UpstreamAnswer implements UpstreamResponse {
   private held: Uint8Array[] = []
@@ -67,7 +68,7 @@ export class UpstreamAnswer implements UpstreamResponse {
     return { resume: () => this.wake(), cancel: () => this.cancel() }
   }
 
-  /** A chunk from the node; false pauses the HTTP/2 stream. */
+  /** A chunk from the node; false pauses the upstream (socket or HTTP/2 stream). */
   take(chunk: Buffer): boolean {
     const bytes = new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength)
     if (this.sink) return this.flowing(this.sink.chunk(bytes))

@@ -20,7 +20,8 @@ import { apiKeyRedisKey, generateApiKey, hashApiKey, toApiKeyFields } from '../.
 import { parseEdgeConfig, type EdgeConfig } from '../../src/config.ts'
 import { startNodeEdge, type NodeEdge } from '../../src/entries/node-server.ts'
 import type { UpstreamFetch } from '../../src/proxy/forward.ts'
-import { createH2Upstream, type H2Upstream } from '../../src/proxy/h2-upstream.ts'
+import { createH2Upstream } from '../../src/proxy/h2-upstream.ts'
+import type { EdgeUpstream } from '../../src/proxy/upstream-common.ts'
 import { timedChat } from './timed-chat.ts'
 
 const RTT_MS = 80
@@ -39,7 +40,7 @@ const relays: Partial<Record<Region, WanRelay>> = {}
 let config: EdgeConfig
 let edge: NodeEdge
 let control: NodeEdge
-const controlUpstreams: H2Upstream[] = []
+const controlUpstreams: EdgeUpstream[] = []
 let key: string
 const client = new Agent({ keepAliveTimeout: 60_000 })
 
