@@ -44,8 +44,9 @@ import type { PinnedEdgeInput, PinnedEdgeResult } from './edge-pinned.ts'
 export const REQUEST_KINDS = ['non_streaming_1kb', 'streaming_1kb', 'non_streaming_100kb'] as const
 /**
  * The edge and two bare passthroughs: to the upstream over an HTTP/1.1 pool (the framework's
- * floor, the target's reference), and over one h2c connection as the edge reaches its nodes
- * (DESIGN.md §3): between the two is the protocol's cost, the rest of the edge's is ours.
+ * floor, the target's reference; the edge reaches the nodes of its own region over HTTP/1.1
+ * too), and over one h2c connection, as the edge reaches other regions' nodes: between the two
+ * is what HTTP/2 costs.
  */
 const PROXIES = ['edge', 'bare', 'bare_h2'] as const
 type Proxy = (typeof PROXIES)[number]

@@ -1,7 +1,7 @@
 /**
  * The edge measured the fair way (issue 18, "Measure it fairly" item 1): the proxy under test —
- * the Node edge, the bare Hono passthrough (over an HTTP/1.1 pool, and over one h2c connection as
- * the edge reaches its nodes), nginx (Debian's nginx-light, the absolute floor) —
+ * the Node edge (its node is in its own region: HTTP/1.1), the bare Hono passthrough (over an
+ * HTTP/1.1 pool, and over one h2c connection as the edge reaches other regions' nodes), nginx (Debian's nginx-light, the absolute floor) —
  * each pinned to core 0, the load generator and the instant upstream (and the limiter's bridge
  * and redis) on core 1, as a separate machine would place them. Same requests through each: a
  * streaming OpenAI chat request to the instant upstream (role, one text chunk, finish, usage),
@@ -56,8 +56,8 @@ export async function runPinnedEdge(ctx: BenchContext, input: PinnedEdgeInput): 
     started.push(edge)
     const bare = await startBarePassthrough(input.instantUrl, core0)
     started.push(bare)
-    // The same passthrough reaching the upstream the way the edge does (one h2c connection,
-    // DESIGN.md §3): what the protocol adds, apart from what our logic adds.
+    // The same passthrough over one h2c connection, the way the edge reaches other regions'
+    // nodes: what HTTP/2 costs, apart from what our logic adds.
     const bareH2 = await startBarePassthrough(input.instantUrl, { ...core0, h2: true })
     started.push(bareH2)
     let nginx: EdgeProc | undefined
