@@ -3,8 +3,8 @@
  * HTTPS with ALPN choosing h2 or http/1.1 (`http2.createSecureServer({ allowHTTP1: true })`);
  * without, plain HTTP/1.1. Upstream requests to the GPU nodes of the edge's own region go over an
  * HTTP/1.1 keep-alive pool per node, to every other node over one multiplexed HTTP/2 connection
- * (proxy/node-upstream.ts, UPSTREAM_PROTOCOL). A closed client connection aborts the request's AbortSignal
- * (@hono/node-server), which forward.ts turns into an aborted upstream request.
+ * (proxy/node-upstream.ts, UPSTREAM_PROTOCOL). A closed client connection aborts the request's
+ * AbortSignal (@hono/node-server), which forward.ts turns into an aborted upstream request.
  * Per-request CPU: hashing and signing use node:crypto synchronously (nodeDigest) instead of
  * Web Crypto's thread-pool jobs, and the @upstash/redis clients talk REST over one undici keep-alive
  * Pool (redis/undici-redis-requester.ts) instead of the global fetch.
@@ -154,8 +154,8 @@ interface NodeResponse {
 
 /**
  * A token stream whose node pushes its chunks (proxy/pass-through.ts `takeRelay`) is written here,
- * straight from the upstream (either protocol) into the client's response: no web stream, no promise per
- * chunk, and the node's opening frames leave in the same write as the headers. @hono/node-server
+ * straight from the upstream (either protocol) into the client's response: no web stream, no
+ * promise per chunk, and the node's opening frames leave in the same write as the headers. @hono/node-server
  * is then told the response is already sent.
  */
 function relayed(res: Response, out: RelayOut & NodeResponse, http2: boolean): boolean {

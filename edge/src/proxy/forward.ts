@@ -34,8 +34,9 @@ export interface UpstreamResponse extends UpstreamBody {
 
 /**
  * What forward reads of a node's response headers (lower-case names): fetch's Headers has it;
- * the Node entry's upstreams wrap node:http2's header object or undici's raw list instead of building a Headers, which validates
- * every entry and sorts them to iterate — only the client's headers need that (`responseHeaders`).
+ * the Node entry's upstreams wrap node:http2's header object or undici's raw list instead of
+ * building a Headers, which validates every entry and sorts them to iterate — only the client's
+ * headers need that (`responseHeaders`).
  */
 export interface UpstreamHeaders {
   get(name: string): string | null
@@ -45,8 +46,8 @@ export interface UpstreamHeaders {
 /**
  * fetch's shape (the Workers global through `withHeadersTimeout`, or the Node entry's own upstream:
  * HTTP/1.1 to its region's nodes, one HTTP/2 connection to each other node, node-upstream.ts),
- * plus the time the node has to send its response
- * headers: past it the promise rejects with UpstreamTimeout and the request is aborted.
+ * plus the time the node has to send its response headers: past it the promise rejects with
+ * UpstreamTimeout and the request is aborted.
  * `init.signal` is the client's, for the whole exchange, headers and body.
  */
 export type UpstreamFetch = (url: string, init: UpstreamInit) => Promise<UpstreamResponse>
@@ -70,6 +71,7 @@ export class UpstreamTimeout extends Error {
  * without a controller per request (h1-upstream.ts, h2-upstream.ts).
  */
 export function withHeadersTimeout(fetchLike: (url: string, init: RequestInit) => Promise<UpstreamResponse>): UpstreamFetch {
+  // `nodeRegion` is the Node entry's routing hint, not a fetch option: it stays here.
   return async (url, { headersTimeoutMs, nodeRegion: _region, ...init }) => {
     if (headersTimeoutMs === undefined) return fetchLike(url, init)
     const controller = new AbortController()
