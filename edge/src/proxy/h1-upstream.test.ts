@@ -12,19 +12,16 @@ import https from 'node:https'
 import type { AddressInfo, Socket } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { makeSelfSignedCert } from '../../../test/support/self-signed-cert.ts'
+import { expectHeldBackThenWhole, expectPatternedBody, freshSentLog, waitFor, writePatternedBody, type SentLog } from '../../../test/support/upstream-body.ts'
 import { UpstreamTimeout, type UpstreamResponse } from './forward.ts'
 import { createH1Upstream } from './h1-upstream.ts'
 import type { EdgeUpstream } from './upstream-common.ts'
 
-const PIECE = 16 * 1024
-/** 8 MiB: far more than the socket buffers between server and edge hold. */
-const PIECES = 512
-
 let server: http.Server
 let origin: string
 let upstream: EdgeUpstream
-/** The server's view of /big's current response: bytes written, and since when its writes wait for 'drain'. */
-let sent = { bytes: 0, blockedSinceMs: undefined as number | undefined, ended: false }
+/** The server's view of /big's current response. */
+let sent: SentLog = freshSentLog()
 /** Requests the server never answers or answers slowly, and how many of their responses closed before they finished. */
 const seen = { hung: 0, slow: 0, closedEarly: 0, connections: 0 }
 
@@ -57,21 +54,7 @@ beforeAll(async () => {
       return res.end('ok')
     }
     res.writeHead(200, { 'content-type': 'application/octet-stream' })
-    let i = 0
-    const more = () => {
-      sent.blockedSinceMs = undefined
-      while (i < PIECES) {
-        sent.bytes += PIECE
-        if (!res.write(Buffer.alloc(PIECE, i++ % 251))) {
-          sent.blockedSinceMs = Date.now()
-          res.once('drain', more)
-          return
-        }
-      }
-      sent.ended = true
-      res.end()
-    }
-    more()
+    writePatternedBody(res, sent)
   })
   server.on('connection', () => seen.connections++)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -85,15 +68,6 @@ afterAll(async () => {
   await new Promise<void>((resolve) => server.close(() => resolve()))
 })
 
-const waitFor = async (what: () => boolean) => {
-  while (!what()) await new Promise((resolve) => setTimeout(resolve, 10))
-}
-
-function expectPattern(bytes: Uint8Array): void {
-  expect(bytes.byteLength).toBe(PIECE * PIECES)
-  for (let p = 0; p < PIECES; p++) expect(bytes[p * PIECE + PIECE - 1]).toBe(p % 251)
-}
-
 const collect = (res: UpstreamResponse) =>
   new Promise<{ text: string; ended: 'end' | 'error' }>((resolve) => {
     let text = ''
@@ -103,22 +77,8 @@ const collect = (res: UpstreamResponse) =>
 describe('the h1 upstream answer', () => {
   for (const read of ['arrayBuffer', 'body'] as const) {
     it(`holds back a body nobody reads yet, then delivers all of it (${read})`, async () => {
-      sent = { bytes: 0, blockedSinceMs: undefined, ended: false }
-      const res = await upstream.fetch(`${origin}/big`, { method: 'POST', body: '{}' })
-      for (;;) {
-        if (sent.ended || (sent.blockedSinceMs !== undefined && Date.now() - sent.blockedSinceMs > 300)) break
-        await new Promise((resolve) => setTimeout(resolve, 50))
-      }
-      expect(sent.ended).toBe(false)
-      expect(sent.bytes).toBeLessThan((PIECE * PIECES) / 2)
-      let bytes: Uint8Array
-      if (read === 'arrayBuffer') bytes = new Uint8Array(await res.arrayBuffer())
-      else {
-        const chunks: Uint8Array[] = []
-        for await (const c of res.body!) chunks.push(c)
-        bytes = new Uint8Array(Buffer.concat(chunks))
-      }
-      expectPattern(bytes)
+      sent = freshSentLog()
+      await expectHeldBackThenWhole(await upstream.fetch(`${origin}/big`, { method: 'POST', body: '{}' }), sent, read)
     })
   }
 
@@ -149,8 +109,8 @@ describe('the h1 upstream timeout and cancel', () => {
     expect(Date.now() - startedAt).toBeGreaterThanOrEqual(195)
     expect(seen.hung).toBe(before.hung + 1)
     await waitFor(() => seen.closedEarly === before.closedEarly + 1)
-    sent = { bytes: 0, blockedSinceMs: undefined, ended: false }
-    expectPattern(new Uint8Array(await (await upstream.fetch(`${origin}/big`, { method: 'POST', body: '{}', headersTimeoutMs: 2000 })).arrayBuffer()))
+    sent = freshSentLog()
+    expectPatternedBody(new Uint8Array(await (await upstream.fetch(`${origin}/big`, { method: 'POST', body: '{}', headersTimeoutMs: 2000 })).arrayBuffer()))
   })
 
   it("ends the wait when the client leaves, as the client's abort and not as a timeout", async () => {

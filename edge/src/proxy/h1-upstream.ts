@@ -21,7 +21,7 @@
  */
 import { Pool } from 'undici'
 import { UpstreamTimeout, type UpstreamFetch, type UpstreamHeaders, type UpstreamInit, type UpstreamResponse } from './forward.ts'
-import { bytesOf, plainHeaders, reasonOf, type EdgeUpstream, type UpstreamTls } from './upstream-common.ts'
+import { bytesOf, healthzWarmer, plainHeaders, reasonOf, splitHref, type EdgeUpstream, type UpstreamTls } from './upstream-common.ts'
 import { UpstreamAnswer } from './upstream-answer.ts'
 
 /** Concurrent requests (so connections) per node; more wait in the pool for a free one. */
@@ -36,7 +36,6 @@ export interface H1UpstreamOptions {
 
 export function createH1Upstream(opts: H1UpstreamOptions): EdgeUpstream {
   const pools = new Map<string, Pool>()
-  const warming = new Map<string, Promise<void>>()
   const poolFor = (origin: string): Pool => {
     let pool = pools.get(origin)
     if (!pool) {
@@ -53,33 +52,16 @@ export function createH1Upstream(opts: H1UpstreamOptions): EdgeUpstream {
     }
     return pool
   }
-  const warmOne = (origin: string): Promise<void> => {
-    const attempt = h1Fetch(poolFor(origin), origin, '/healthz', { method: 'GET', headersTimeoutMs: opts.connectTimeoutMs * 2 })
-      .then((res) => res.arrayBuffer())
-      .then(
-        () => {},
-        () => {},
-      )
-      .finally(() => warming.delete(origin))
-    warming.set(origin, attempt)
-    return attempt
-  }
   const isConnected = (origin: string) => (pools.get(origin)?.stats.connected ?? 0) > 0
 
   return {
     fetch(url, init) {
-      // forward.ts hands over a URL's href: split, not parsed again.
-      const pathAt = url.indexOf('/', url.indexOf('//') + 2)
-      const origin = pathAt < 0 ? url : url.slice(0, pathAt)
-      return h1Fetch(poolFor(origin), origin, pathAt < 0 ? '/' : url.slice(pathAt), init)
+      const [origin, path] = splitHref(url)
+      return h1Fetch(poolFor(origin), origin, path, init)
     },
     origins: () => [...pools.keys()],
     connected: () => [...pools.keys()].filter(isConnected),
-    async warm(origins) {
-      const attempts: Promise<void>[] = []
-      for (const origin of new Set(origins)) if (!isConnected(origin)) attempts.push(warming.get(origin) ?? warmOne(origin))
-      await Promise.all(attempts)
-    },
+    warm: healthzWarmer(isConnected, (origin) => h1Fetch(poolFor(origin), origin, '/healthz', { method: 'GET', headersTimeoutMs: opts.connectTimeoutMs * 2 })),
     async close() {
       const closing = [...pools.values()].map((p) => p.close())
       pools.clear()

@@ -11,19 +11,15 @@ import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { makeSelfSignedCert } from '../../../test/support/self-signed-cert.ts'
+import { expectHeldBackThenWhole, expectPatternedBody, freshSentLog, waitFor, writePatternedBody, type SentLog } from '../../../test/support/upstream-body.ts'
 import { UpstreamTimeout, type UpstreamResponse } from './forward.ts'
 import { createH2Upstream } from './h2-upstream.ts'
 import type { EdgeUpstream } from './upstream-common.ts'
 
-const PIECE = 16 * 1024
-/** 8 MiB: far more than the HTTP/2 windows and socket buffers between server and edge hold. */
-const PIECES = 512
-
 let server: http2.Http2Server
 let origin: string
 let upstream: EdgeUpstream
-/** The server's view of the current response: bytes written, and since when its writes wait for 'drain'. */
-let sent = { bytes: 0, blockedSinceMs: undefined as number | undefined, ended: false }
+let sent: SentLog = freshSentLog()
 /** Requests to /hang, which are never answered, and how many of them the edge has closed. */
 const hung = { received: 0, closed: 0 }
 
@@ -35,21 +31,7 @@ beforeAll(async () => {
       return
     }
     res.writeHead(200, { 'content-type': 'application/octet-stream' })
-    let i = 0
-    const more = () => {
-      sent.blockedSinceMs = undefined
-      while (i < PIECES) {
-        sent.bytes += PIECE
-        if (!res.write(Buffer.alloc(PIECE, i++ % 251))) {
-          sent.blockedSinceMs = Date.now()
-          res.once('drain', more)
-          return
-        }
-      }
-      sent.ended = true
-      res.end()
-    }
-    more()
+    writePatternedBody(res, sent)
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
@@ -61,36 +43,11 @@ afterAll(async () => {
   await new Promise<void>((resolve) => server.close(() => resolve()))
 })
 
-const waitFor = async (what: () => boolean) => {
-  while (!what()) await new Promise((resolve) => setTimeout(resolve, 10))
-}
-
-function expectPattern(bytes: Uint8Array): void {
-  expect(bytes.byteLength).toBe(PIECE * PIECES)
-  for (let p = 0; p < PIECES; p++) expect(bytes[p * PIECE + PIECE - 1]).toBe(p % 251)
-}
-
 describe('the h2 upstream answer', () => {
   for (const read of ['arrayBuffer', 'body'] as const) {
     it(`holds back a body nobody reads yet, then delivers all of it (${read})`, async () => {
-      sent = { bytes: 0, blockedSinceMs: undefined, ended: false }
-      const res = await upstream.fetch(`${origin}/x`, { method: 'POST', body: '{}' })
-      // Nothing reads yet: the server stalls (its writes have waited for 'drain' a while) with
-      // most of the body unsent, rather than the edge taking it all into memory.
-      for (;;) {
-        if (sent.ended || (sent.blockedSinceMs !== undefined && Date.now() - sent.blockedSinceMs > 300)) break
-        await new Promise((resolve) => setTimeout(resolve, 50))
-      }
-      expect(sent.ended).toBe(false)
-      expect(sent.bytes).toBeLessThan((PIECE * PIECES) / 2)
-      let bytes: Uint8Array
-      if (read === 'arrayBuffer') bytes = new Uint8Array(await res.arrayBuffer())
-      else {
-        const chunks: Uint8Array[] = []
-        for await (const c of res.body!) chunks.push(c)
-        bytes = new Uint8Array(Buffer.concat(chunks))
-      }
-      expectPattern(bytes)
+      sent = freshSentLog()
+      await expectHeldBackThenWhole(await upstream.fetch(`${origin}/x`, { method: 'POST', body: '{}' }), sent, read)
     })
   }
 })
@@ -105,9 +62,9 @@ describe('the h2 upstream headers timeout', () => {
     expect(Date.now() - startedAt).toBeGreaterThanOrEqual(195)
     expect(hung.received).toBe(before.received + 1)
     await waitFor(() => hung.closed === before.closed + 1)
-    sent = { bytes: 0, blockedSinceMs: undefined, ended: false }
+    sent = freshSentLog()
     const res = await upstream.fetch(`${origin}/x`, { method: 'POST', body: '{}', headersTimeoutMs: 2000 })
-    expectPattern(new Uint8Array(await res.arrayBuffer()))
+    expectPatternedBody(new Uint8Array(await res.arrayBuffer()))
   })
 
   it("ends the wait when the client leaves, as the client's abort and not as a timeout", async () => {

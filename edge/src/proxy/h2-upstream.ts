@@ -33,7 +33,7 @@ import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHt
 import net from 'node:net'
 import tls from 'node:tls'
 import { UpstreamTimeout, type UpstreamHeaders, type UpstreamInit, type UpstreamResponse } from './forward.ts'
-import { bytesOf, plainHeaders, reasonOf, type EdgeUpstream, type UpstreamTls } from './upstream-common.ts'
+import { bytesOf, healthzWarmer, plainHeaders, reasonOf, splitHref, type EdgeUpstream, type UpstreamTls } from './upstream-common.ts'
 import { UpstreamAnswer } from './upstream-answer.ts'
 
 /** Concurrent HTTP/2 streams per node connection (more wait in node:http2 for a free one). */
@@ -68,7 +68,6 @@ const open = (conn: Connection | undefined) => conn !== undefined && !conn.sessi
 export function createH2Upstream(opts: H2UpstreamOptions): EdgeUpstream {
   const streamsPerSession = opts.streamsPerSession ?? STREAMS_PER_SESSION
   const connections = new Map<string, Connection>()
-  const warming = new Map<string, Promise<void>>()
   const forget = (origin: string, conn: Connection) => {
     if (connections.get(origin) === conn) connections.delete(origin)
   }
@@ -103,35 +102,19 @@ export function createH2Upstream(opts: H2UpstreamOptions): EdgeUpstream {
     })
     return session
   }
-  const warmOne = (origin: string): Promise<void> => {
-    const attempt = h2Fetch(sessionFor(origin), '/healthz', { method: 'GET', headersTimeoutMs: opts.connectTimeoutMs * 2 })
-      .then((res) => res.arrayBuffer())
-      .then(
-        () => {},
-        () => {},
-      )
-      .finally(() => warming.delete(origin))
-    warming.set(origin, attempt)
-    return attempt
-  }
 
   return {
     fetch(url, init) {
-      // forward.ts hands over a URL's href: split, not parsed again.
-      const pathAt = url.indexOf('/', url.indexOf('//') + 2)
-      return pathAt < 0 ? h2Fetch(sessionFor(url), '/', init) : h2Fetch(sessionFor(url.slice(0, pathAt)), url.slice(pathAt), init)
+      const [origin, path] = splitHref(url)
+      return h2Fetch(sessionFor(origin), path, init)
     },
     origins: () => [...connections.keys()],
     connected: () => [...connections].filter(([, c]) => open(c)).map(([origin]) => origin),
-    async warm(origins) {
-      const attempts: Promise<void>[] = []
-      for (const origin of new Set(origins)) {
-        // A session closed to new streams (GOAWAY, retired) but still carrying old ones needs a successor.
-        if (open(connections.get(origin))) continue
-        attempts.push(warming.get(origin) ?? warmOne(origin))
-      }
-      await Promise.all(attempts)
-    },
+    // A session closed to new streams (GOAWAY, retired) but still carrying old ones is not open: it needs a successor.
+    warm: healthzWarmer(
+      (origin) => open(connections.get(origin)),
+      (origin) => h2Fetch(sessionFor(origin), '/healthz', { method: 'GET', headersTimeoutMs: opts.connectTimeoutMs * 2 }),
+    ),
     async close() {
       const closing = [...connections.values()].map(({ session }) => new Promise<void>((resolve) => session.close(() => resolve())))
       connections.clear()

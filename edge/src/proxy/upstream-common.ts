@@ -1,5 +1,5 @@
 /** What the Node entry's two upstreams (h1-upstream.ts, h2-upstream.ts) share: their shape and the request helpers. */
-import type { UpstreamFetch } from './forward.ts'
+import type { UpstreamFetch, UpstreamResponse } from './forward.ts'
 
 export interface EdgeUpstream {
   fetch: UpstreamFetch
@@ -20,6 +20,36 @@ export interface EdgeUpstream {
 export interface UpstreamTls {
   ca?: string | Buffer
   rejectUnauthorized?: boolean
+}
+
+/** forward.ts hands over a URL's href: split into origin and path, not parsed again. */
+export function splitHref(href: string): [origin: string, path: string] {
+  const pathAt = href.indexOf('/', href.indexOf('//') + 2)
+  return pathAt < 0 ? [href, '/'] : [href.slice(0, pathAt), href.slice(pathAt)]
+}
+
+/**
+ * An upstream's `warm`: a GET /healthz (`healthz`, its answer read and dropped) to each origin with
+ * no open connection (`isOpen`), at most one in flight per origin; failures are left to routing.
+ */
+export function healthzWarmer(isOpen: (origin: string) => boolean, healthz: (origin: string) => Promise<UpstreamResponse>): EdgeUpstream['warm'] {
+  const warming = new Map<string, Promise<void>>()
+  const warmOne = (origin: string): Promise<void> => {
+    const attempt = healthz(origin)
+      .then((res) => res.arrayBuffer())
+      .then(
+        () => {},
+        () => {},
+      )
+      .finally(() => warming.delete(origin))
+    warming.set(origin, attempt)
+    return attempt
+  }
+  return async (origins) => {
+    const attempts: Promise<void>[] = []
+    for (const origin of new Set(origins)) if (!isOpen(origin)) attempts.push(warming.get(origin) ?? warmOne(origin))
+    await Promise.all(attempts)
+  }
 }
 
 export function reasonOf(signal: AbortSignal | undefined): Error {
