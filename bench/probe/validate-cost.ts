@@ -5,14 +5,15 @@
  * `full` (UTF-8 decode + JSON.parse + the dialect's zod parser: what parseGenerate does) or
  * `json` (decode + JSON.parse only), or `affinity` (the edge's affinity key over the already
  * parsed request, edge/src/routing/affinity-key.ts: the other per-request cost that grows with the
- * body), or `sign` (the two node:crypto digests the edge's request signature takes,
- * shared/src/signature.ts with shared/src/node-digest.ts: SHA-256 of the body, then an HMAC of the
- * short signed string), then answers `{ done: true }`. Prints {"msg":"ready"} first.
+ * body), or `sign` (the edge's request signature, shared/src/signature.ts `signRequest` with
+ * shared/src/node-digest.ts: SHA-256 of the body, then an HMAC of the short signed string), then
+ * answers `{ done: true }`. Prints {"msg":"ready"} first.
  */
 import { affinityKeyOf } from '../../edge/src/routing/affinity-key.ts'
 import { openAIChatCodec } from '../../shared/src/dialects/openai-chat.ts'
 import { parseJsonBody } from '../../shared/src/json-body.ts'
 import { nodeDigest } from '../../shared/src/node-digest.ts'
+import { signRequest } from '../../shared/src/signature.ts'
 import { buildBody } from '../load/dialects.ts'
 
 const text = (bytes: number) => 'lorem ipsum dolor sit amet '.repeat(Math.ceil(bytes / 27)).slice(0, bytes)
@@ -22,13 +23,12 @@ const bodies: Record<string, Uint8Array> = {
 }
 const parsed = new Map(Object.values(bodies).map((b) => [b, openAIChatCodec.parse(parseJsonBody(b))]))
 let sink = 0
-const SIGNED = new TextEncoder().encode(`1764600000000\nPOST\n/v1/chat/completions\nreq_${'0'.repeat(32)}\n${'0'.repeat(64)}`)
 const SECRET = 'bench-edge-shared-secret-0123456789abcdef'
 const modes: Record<string, (b: Uint8Array) => void> = {
   full: (b) => void (sink += openAIChatCodec.parse(parseJsonBody(b)).maxTokens ?? 0),
   json: (b) => void (sink += (parseJsonBody(b) as { max_tokens: number }).max_tokens),
   // Synchronous on node:crypto (the Digest type allows a promise for Web Crypto).
-  sign: (b) => void (sink += (nodeDigest.sha256Hex(b) as string).length + (nodeDigest.hmacSha256(SECRET, SIGNED) as Uint8Array).length),
+  sign: (b) => void (sink += (signRequest({ secret: SECRET, method: 'POST', path: '/v1/chat/completions', requestId: `req_${'0'.repeat(32)}`, body: b, nowMs: 1764600000000 }, nodeDigest) as string).length),
   affinity: (b) => void (sink += affinityKeyOf(parsed.get(b)!, 'bench-tenant').point),
 }
 process.on('message', (m: { mode: string; size: string; count: number }) => {

@@ -2,6 +2,7 @@
  * What the app is built from (its dependencies) and what its middlewares hand each other
  * (Hono context variables). Each variable is set by exactly one middleware, named beside it.
  */
+import type { Context } from 'hono'
 import type { DialectCodec } from '../../shared/src/dialects/index.ts'
 import type { Digest } from '../../shared/src/digest.ts'
 import type { GenerateRequest } from '../../shared/src/generation.ts'
@@ -12,7 +13,7 @@ import type { LatencyRecorder } from './latency/latency-recorder.ts'
 import type { LatencyReader } from './latency/redis-latency-store.ts'
 import type { DashboardAssets } from './dashboard/dashboard-assets.ts'
 import type { LimitDecision, RateLimiter } from './limits/rate-limiter.ts'
-import type { UpstreamFetch } from './proxy/forward.ts'
+import type { ClientSignal, UpstreamFetch } from './proxy/forward.ts'
 import type { BodyOutcome } from './proxy/pass-through.ts'
 import type { ReadAlong } from './redis/read-along.ts'
 import type { AffinityKey } from './routing/affinity-key.ts'
@@ -39,6 +40,11 @@ export interface EdgeDeps {
   waitUntil?: (work: Promise<unknown>) => void
   /** Epoch ms; tests may pin it. */
   now?: () => number
+  /**
+   * The client's "gone" signal for a forwarded request (default: the request's AbortSignal). The
+   * Node entry reads it off its response (entries/client-signal.ts): no AbortController per request.
+   */
+  clientSignal?: (c: Context<AppEnv>) => ClientSignal
   /** sha256 of API keys and the request signature (default: Web Crypto; the Node entry: node:crypto). */
   digest?: Digest
   /**

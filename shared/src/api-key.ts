@@ -48,12 +48,13 @@ export function generateApiKey(): string {
   return out
 }
 
-/** Hex sha256 of the key: what the store is keyed by (Web Crypto unless a Node entry passes nodeDigest). */
-export async function hashApiKey(key: string, digest: Digest = webDigest): Promise<string> {
-  return digest.sha256Hex(encoder.encode(key))
+/**
+ * Hex sha256 of the key (its UTF-8 bytes): what the store is keyed by (Web Crypto unless a Node
+ * entry passes nodeDigest, which answers synchronously: no promise per request then).
+ */
+export function hashApiKey(key: string, digest: Digest = webDigest): string | Promise<string> {
+  return digest.sha256Hex(key)
 }
-
-const encoder = new TextEncoder()
 
 /** Redis hash fields → record; undefined when the hash is empty or unreadable. */
 export function parseApiKeyRecord(fields: Record<string, unknown> | null | undefined): ApiKeyRecord | undefined {

@@ -1,3 +1,4 @@
+import { createHash, createHmac } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
 import { hashApiKey } from './api-key.ts'
 import { webDigest, type Digest } from './digest.ts'
@@ -6,6 +7,7 @@ import { signRequest, verifySignature } from './signature.ts'
 
 const encoder = new TextEncoder()
 const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex')
+const fromHex = (text: string) => new Uint8Array(Buffer.from(text, 'hex'))
 const digests: Record<string, Digest> = { web: webDigest, node: nodeDigest }
 
 describe('webDigest and nodeDigest', () => {
@@ -20,12 +22,14 @@ describe('webDigest and nodeDigest', () => {
   it('give the same HMAC-SHA256 (RFC 4231 case 2) and verify each other’s MACs', async () => {
     const rfc = '5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843'
     const msg = encoder.encode('what do ya want for nothing?')
-    expect(hex(await webDigest.hmacSha256('Jefe', msg))).toBe(rfc)
-    expect(hex(await nodeDigest.hmacSha256('Jefe', msg))).toBe(rfc)
+    expect(await webDigest.hmacSha256Hex('Jefe', msg)).toBe(rfc)
+    expect(await nodeDigest.hmacSha256Hex('Jefe', msg)).toBe(rfc)
+    // A string message is its UTF-8 bytes, on both.
+    for (const d of Object.values(digests)) expect(await d.hmacSha256Hex('Jefe', 'what do ya want for nothing?')).toBe(rfc)
     for (const secret of ['Jefe', 'zl-edge-secret-ünïcode', 'k'.repeat(200)]) {
       for (const data of inputs) {
-        const web = await webDigest.hmacSha256(secret, data)
-        const node = await nodeDigest.hmacSha256(secret, data)
+        const web = fromHex(await webDigest.hmacSha256Hex(secret, data))
+        const node = fromHex(await nodeDigest.hmacSha256Hex(secret, data))
         expect(hex(node)).toBe(hex(web))
         expect(await webDigest.hmacVerify(secret, data, node)).toBe(true)
         expect(await nodeDigest.hmacVerify(secret, data, web)).toBe(true)
@@ -35,7 +39,7 @@ describe('webDigest and nodeDigest', () => {
 
   it('refuse a wrong, short or empty MAC', async () => {
     const msg = encoder.encode('m')
-    const mac = await webDigest.hmacSha256('s', msg)
+    const mac = fromHex(await webDigest.hmacSha256Hex('s', msg))
     const flipped = Uint8Array.from(mac)
     flipped[31]! ^= 1
     for (const d of Object.values(digests)) {
@@ -49,6 +53,8 @@ describe('webDigest and nodeDigest', () => {
   it('hash API keys alike', async () => {
     const key = 'zl-' + 'A1b2'.repeat(8)
     expect(await hashApiKey(key, nodeDigest)).toBe(await hashApiKey(key))
+    // A string is hashed as its UTF-8 bytes, by both.
+    for (const d of Object.values(digests)) expect(await d.sha256Hex('héllo ✓')).toBe(await webDigest.sha256Hex(encoder.encode('héllo ✓')))
   })
 })
 
@@ -61,6 +67,9 @@ describe('signatures across digests', () => {
       it(`signed with ${signer}, verified with ${verifier}`, async () => {
         const header = await signRequest(req, signWith)
         expect(header).toBe(await signRequest(req, verifyWith))
+        // DESIGN.md §4's string, computed here apart from signature.ts: the wire format holds.
+        const bodyHash = createHash('sha256').update(req.body).digest('hex')
+        expect(header).toBe(`t=${now},v1=${createHmac('sha256', req.secret).update(`${now}\nPOST\n${req.path}\n${req.requestId}\n${bodyHash}`).digest('hex')}`)
         expect(await verifySignature({ ...req, header }, verifyWith)).toEqual({ ok: true })
         const mismatch = { ok: false, reason: 'mismatch' }
         expect(await verifySignature({ ...req, header, body: encoder.encode('{"model":"big","messages":[]}') }, verifyWith)).toEqual(mismatch)

@@ -9,27 +9,35 @@
  */
 
 export interface Digest {
-  /** Lowercase hex sha256 of `data`. */
-  sha256Hex(data: Uint8Array): string | Promise<string>
-  /** HMAC-SHA256(secret as UTF-8, message), 32 bytes. */
-  hmacSha256(secret: string, message: Uint8Array): Uint8Array | Promise<Uint8Array>
+  /** Lowercase hex sha256 of `data` (a string is hashed as its UTF-8 bytes). */
+  sha256Hex(data: Uint8Array | string): string | Promise<string>
+  /**
+   * Lowercase hex HMAC-SHA256(secret as UTF-8, message; a string as UTF-8). Hex out and a string
+   * in because the signature is built from text and sent as hex: node:crypto does both natively,
+   * where encoding in and a JS hex loop out cost more than the HMAC's own JS (signature.ts).
+   */
+  hmacSha256Hex(secret: string, message: Uint8Array | string): string | Promise<string>
   /** Whether `mac` is HMAC-SHA256(secret, message), compared in constant time. */
-  hmacVerify(secret: string, message: Uint8Array, mac: Uint8Array): boolean | Promise<boolean>
+  hmacVerify(secret: string, message: Uint8Array | string, mac: Uint8Array): boolean | Promise<boolean>
 }
 
 const encoder = new TextEncoder()
 
 export const webDigest: Digest = {
   async sha256Hex(data) {
-    return toHex(new Uint8Array(await crypto.subtle.digest('SHA-256', data as Uint8Array<ArrayBuffer>)))
+    return toHex(new Uint8Array(await crypto.subtle.digest('SHA-256', bytesOf(data))))
   },
-  async hmacSha256(secret, message) {
-    return new Uint8Array(await crypto.subtle.sign('HMAC', await hmacKey(secret), message as Uint8Array<ArrayBuffer>))
+  async hmacSha256Hex(secret, message) {
+    return toHex(new Uint8Array(await crypto.subtle.sign('HMAC', await hmacKey(secret), bytesOf(message))))
   },
   async hmacVerify(secret, message, mac) {
     // subtle.verify compares the MACs in constant time; a hand-rolled string compare could leak.
-    return crypto.subtle.verify('HMAC', await hmacKey(secret), mac as Uint8Array<ArrayBuffer>, message as Uint8Array<ArrayBuffer>)
+    return crypto.subtle.verify('HMAC', await hmacKey(secret), mac as Uint8Array<ArrayBuffer>, bytesOf(message))
   },
+}
+
+function bytesOf(data: Uint8Array | string): Uint8Array<ArrayBuffer> {
+  return (typeof data === 'string' ? encoder.encode(data) : data) as Uint8Array<ArrayBuffer>
 }
 
 /** Spelled without the DOM `CryptoKey` name so Node-typed projects that import this file compile too. */

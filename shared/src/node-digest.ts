@@ -21,14 +21,15 @@ function hmacKey(secret: string): KeyObject {
 }
 
 export const nodeDigest: Digest = {
-  sha256Hex(data: Uint8Array): string {
-    // One-shot (Node ≥ 20.12): no Hash object and its stream machinery per call.
+  sha256Hex(data: Uint8Array | string): string {
+    // One-shot (Node ≥ 20.12): no Hash object and its stream machinery per call. A string goes
+    // in as is (hashed as UTF-8 natively), not through a TextEncoder first.
     return hash('sha256', data, 'hex')
   },
-  hmacSha256(secret: string, message: Uint8Array): Uint8Array {
-    return createHmac('sha256', hmacKey(secret)).update(message).digest() as Uint8Array
+  hmacSha256Hex(secret: string, message: Uint8Array | string): string {
+    return createHmac('sha256', hmacKey(secret)).update(message).digest('hex')
   },
-  hmacVerify(secret: string, message: Uint8Array, mac: Uint8Array): boolean {
+  hmacVerify(secret: string, message: Uint8Array | string, mac: Uint8Array): boolean {
     // The length of a MAC is no secret; timingSafeEqual needs equal lengths.
     if (mac.length !== MAC_BYTES) return false
     const expected = createHmac('sha256', hmacKey(secret)).update(message).digest() as Uint8Array

@@ -5,7 +5,7 @@
  * The hashing is a `Digest`: Web Crypto by default (Workers and Node), node:crypto where a Node
  * entry passes `nodeDigest` (node-digest.ts) — the same bytes either way.
  */
-import { toHex, webDigest, type Digest } from './digest.ts'
+import { webDigest, type Digest } from './digest.ts'
 
 export interface SignInput {
   secret: string
@@ -29,10 +29,20 @@ export type VerifyResult = { ok: true } | { ok: false; reason: 'missing' | 'malf
 
 export const DEFAULT_SIGNATURE_TOLERANCE_MS = 30_000
 
-export async function signRequest(input: SignInput, digest: Digest = webDigest): Promise<string> {
+/**
+ * The x-zl-signature value. With a synchronous Digest (nodeDigest) the answer is a string, not a
+ * promise: the edge's Node entry signs every request, and each await of an already-known value
+ * is a microtask turn of its own.
+ */
+export function signRequest(input: SignInput, digest: Digest = webDigest): string | Promise<string> {
   const t = Math.floor(input.nowMs)
-  const mac = await digest.hmacSha256(input.secret, await signedBytes(t, input, digest))
-  return `t=${t},v1=${toHex(mac)}`
+  const header = (mac: string) => `t=${t},v1=${mac}`
+  const sign = (bodyHash: string) => {
+    const mac = digest.hmacSha256Hex(input.secret, signedText(t, input, bodyHash))
+    return typeof mac === 'string' ? header(mac) : mac.then(header)
+  }
+  const bodyHash = digest.sha256Hex(input.body)
+  return typeof bodyHash === 'string' ? sign(bodyHash) : bodyHash.then(sign)
 }
 
 export async function verifySignature(input: VerifyInput, digest: Digest = webDigest): Promise<VerifyResult> {
@@ -42,7 +52,7 @@ export async function verifySignature(input: VerifyInput, digest: Digest = webDi
   const toleranceMs = input.toleranceMs ?? DEFAULT_SIGNATURE_TOLERANCE_MS
   if (Math.abs(input.nowMs - parsed.t) > toleranceMs) return { ok: false, reason: 'expired' }
   // Constant-time MAC comparison (Digest.hmacVerify); a hand-rolled string compare could leak.
-  const ok = await digest.hmacVerify(input.secret, await signedBytes(parsed.t, input, digest), parsed.mac)
+  const ok = await digest.hmacVerify(input.secret, signedText(parsed.t, input, await digest.sha256Hex(input.body)), parsed.mac)
   return ok ? { ok: true } : { ok: false, reason: 'mismatch' }
 }
 
@@ -62,14 +72,11 @@ function parseHeader(header: string): { t: number; mac: Uint8Array } | undefined
   return { t, mac: fromHex(v1) }
 }
 
-async function signedBytes(t: number, input: Omit<SignInput, 'secret' | 'nowMs'>, digest: Digest): Promise<Uint8Array> {
-  const bodyHash = await digest.sha256Hex(input.body)
-  // An extra part is appended only when present, so ordinary requests sign exactly as before.
+/** The signed text (DESIGN.md §4): HMAC'd as its UTF-8 bytes. */
+function signedText(t: number, input: Omit<SignInput, 'secret' | 'nowMs'>, bodyHash: string): string {
   const extra = input.extra ? `\n${input.extra}` : ''
-  return encoder.encode(`${t}\n${input.method.toUpperCase()}\n${input.path}\n${input.requestId}\n${bodyHash}${extra}`)
+  return `${t}\n${input.method.toUpperCase()}\n${input.path}\n${input.requestId}\n${bodyHash}${extra}`
 }
-
-const encoder = new TextEncoder()
 
 function fromHex(hex: string): Uint8Array {
   const out = new Uint8Array(hex.length / 2)

@@ -17,6 +17,7 @@ import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response'
 import { Redis } from '@upstash/redis'
 import type { Pool } from 'undici'
 import { nodeDigest } from '../../../shared/src/node-digest.ts'
+import { ClientCloseSignal, type ClosingRequest, type ClosingResponse } from './client-signal.ts'
 import { createApp, type EdgeDeps } from '../app.ts'
 import { createBufferedLog } from '../latency/buffered-log.ts'
 import { DEFAULT_BATCHING } from '../latency/batching-recorder.ts'
@@ -85,8 +86,9 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
   const warmed = warmUpstreams().catch(() => {})
   const warmer = setInterval(() => void warmUpstreams().catch(() => {}), UPSTREAM_WARM_INTERVAL_MS)
   warmer.unref()
-  const fetch = async (req: Request, env?: { incoming?: { httpVersionMajor?: number }; outgoing?: RelayOut & NodeResponse }) => {
-    const res = await app.fetch(req)
+  const fetch = async (req: Request, env?: NodeBindings) => {
+    // The adapter's incoming/outgoing pair becomes c.env: the client signal is read off it.
+    const res = await app.fetch(req, env)
     const http2 = env?.incoming?.httpVersionMajor === 2
     if (env?.outgoing && relayed(res, env.outgoing, http2)) return RESPONSE_ALREADY_SENT
     return http2 ? withoutConnectionHeaders(res) : streamAtOnce(res)
@@ -144,7 +146,17 @@ export function createNodeDeps(config: EdgeConfig, upstream: NodeUpstream, redis
     upstream: upstream.fetch,
     dashboardAssets: readDashboardAssets(),
     digest: nodeDigest,
+    clientSignal: (c) => {
+      const env = c.env as NodeBindings | undefined
+      return env?.incoming && env.outgoing ? new ClientCloseSignal(env.outgoing, env.incoming) : c.req.raw.signal
+    },
   }
+}
+
+/** What @hono/node-server passes as the fetch handler's env (c.env): the Node request and response. */
+interface NodeBindings {
+  incoming?: ClosingRequest & { httpVersionMajor?: number }
+  outgoing?: RelayOut & NodeResponse & ClosingResponse
 }
 
 /** The slice of Node's HTTP/1.1 and HTTP/2 ServerResponse a relayed answer needs besides RelayOut. */

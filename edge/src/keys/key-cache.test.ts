@@ -31,6 +31,18 @@ describe('KeyCache', () => {
     expect(calls).toHaveLength(2)
   })
 
+  it('fresh() answers a cached record without the store, only while it is fresh', async () => {
+    const { cache, calls, advance } = setup()
+    expect(cache.fresh('known')).toBeUndefined()
+    await cache.lookup('known')
+    await cache.lookup('nope')
+    expect(cache.fresh('known')).toEqual(record)
+    expect(cache.fresh('nope')).toBeUndefined()
+    advance(POSITIVE_TTL_MS)
+    expect(cache.fresh('known')).toBeUndefined()
+    expect(calls).toEqual(['known', 'nope'])
+  })
+
   it('keeps a miss for 5 s', async () => {
     const { cache, calls, advance } = setup()
     expect(await cache.lookup('nope')).toBeUndefined()

@@ -47,6 +47,12 @@ export class KeyCache {
     private readonly now: () => number = Date.now,
   ) {}
 
+  /** The cached record while its entry is fresh; undefined for a miss, an expired entry or a cached "no such key" (ask `lookup`). */
+  fresh(hashHex: string): ApiKeyRecord | undefined {
+    const hit = this.entries.get(hashHex)
+    return hit && hit.expiresAtMs > this.now() ? hit.record : undefined
+  }
+
   async lookup(hashHex: string): Promise<ApiKeyRecord | undefined> {
     const t = this.now()
     const hit = this.entries.get(hashHex)

@@ -57,7 +57,10 @@ async function principalForKey(key: string, config: EdgeConfig, keys: KeyCache, 
   if (!isWellFormedApiKey(key)) throw invalidKey()
   let record
   try {
-    record = await keys.lookup(await hashApiKey(key, digest))
+    const hashed = hashApiKey(key, digest)
+    const hash = typeof hashed === 'string' ? hashed : await hashed
+    // A fresh cached record without a promise (the common case); the store otherwise.
+    record = keys.fresh(hash) ?? (await keys.lookup(hash))
   } catch (e) {
     throw new ApiError('overloaded', 'Authentication is temporarily unavailable; please retry.', { retryAfterMs: STORE_RETRY_MS, cause: e })
   }

@@ -51,10 +51,22 @@ export interface UpstreamHeaders {
  * `init.signal` is the client's, for the whole exchange, headers and body.
  */
 export type UpstreamFetch = (url: string, init: UpstreamInit) => Promise<UpstreamResponse>
-export interface UpstreamInit extends RequestInit {
+export interface UpstreamInit extends Omit<RequestInit, 'signal'> {
+  signal?: ClientSignal
   headersTimeoutMs?: number
   /** The node's region: the Node entry reaches its own region's nodes over HTTP/1.1 (node-upstream.ts). */
   nodeRegion?: string
+}
+
+/**
+ * What the edge reads of the client's signal: an AbortSignal has it (the Workers entry passes the
+ * request's own); the Node entry passes a lighter one read off its response (entries/client-signal.ts).
+ */
+export interface ClientSignal {
+  readonly aborted: boolean
+  readonly reason: unknown
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void
+  removeEventListener(type: 'abort', listener: () => void): void
 }
 
 /** No response headers within `headersTimeoutMs`: the node is connected but too slow to answer. */
@@ -72,15 +84,14 @@ export class UpstreamTimeout extends Error {
  */
 export function withHeadersTimeout(fetchLike: (url: string, init: RequestInit) => Promise<UpstreamResponse>): UpstreamFetch {
   // `nodeRegion` is the Node entry's routing hint, not a fetch option: it stays here.
-  return async (url, { headersTimeoutMs, nodeRegion: _region, ...init }) => {
-    if (headersTimeoutMs === undefined) return fetchLike(url, init)
+  return async (url, { headersTimeoutMs, nodeRegion: _region, signal: client, ...init }) => {
+    if (headersTimeoutMs === undefined && !client) return fetchLike(url, init)
     const controller = new AbortController()
-    const client = init.signal ?? undefined
     const onClientAbort = () => controller.abort(client?.reason)
     if (client?.aborted) onClientAbort()
     else client?.addEventListener('abort', onClientAbort, { once: true })
     let timedOut = false
-    const timer = setTimeout(() => {
+    const timer = headersTimeoutMs === undefined ? undefined : setTimeout(() => {
       timedOut = true
       controller.abort(new UpstreamTimeout())
     }, headersTimeoutMs)
@@ -123,7 +134,7 @@ export interface ForwardRequest {
   /** x-zl-edge: colo or EDGE_REGION. */
   edge: string
   /** The client's: aborts the upstream request when the client leaves, before or after headers. */
-  signal?: AbortSignal
+  signal?: ClientSignal
   /** Epoch ms the edge received the request. */
   startedAtMs: number
   /** A stream's sampling seed, fixed here so a continuation is exact (used only where the body has none). */
@@ -311,7 +322,8 @@ async function wholeAnswer(attempt: Extract<Attempt, { ok: true }>, headers: Hea
 async function send(node: RankedNode, req: ForwardRequest, deps: ForwardDeps): Promise<Attempt> {
   if (req.signal?.aborted) throw new ClientGone()
   const target = targetUrl(node.url, req.path)
-  const headers = await wireHeaders(req, target.pathname, deps)
+  const signed = wireHeaders(req, target.pathname, deps)
+  const headers = signed instanceof Promise ? await signed : signed
   // The timeout ends only this attempt (the upstream times it); the client's signal ends it too.
   const headersTimeoutMs = req.stream ? deps.connectTimeoutMs : deps.requestTimeoutMs
   let res: UpstreamResponse
@@ -332,8 +344,11 @@ async function send(node: RankedNode, req: ForwardRequest, deps: ForwardDeps): P
   return { ok: false, overloaded: { status: res.status, headers: res.headers, body } }
 }
 
-/** A plain record (fetch takes one as is; a Headers object validates every entry, which showed in profiles). */
-async function wireHeaders(req: ForwardRequest, signedPath: string, deps: ForwardDeps): Promise<Record<string, string>> {
+/**
+ * A plain record (fetch takes one as is; a Headers object validates every entry, which showed in
+ * profiles); no promise when the digest signs synchronously (the Node entry's).
+ */
+function wireHeaders(req: ForwardRequest, signedPath: string, deps: ForwardDeps): Record<string, string> | Promise<Record<string, string>> {
   const nowMs = deps.now()
   const resume: Record<string, string> = {}
   if (req.stream && (deps.maxResumes ?? MAX_RESUMES) > 0) {
@@ -344,9 +359,10 @@ async function wireHeaders(req: ForwardRequest, signedPath: string, deps: Forwar
     if (req.resume) resume[RESUME_HEADERS.resume] = resumeHeader(req.resume.tokens, req.resume.flushed)
   }
   const extra = resumeSignedExtra((name) => resume[name])
-  const signature = await signRequest({ secret: deps.secret, method: 'POST', path: signedPath, requestId: req.requestId, body: req.body, nowMs, extra }, deps.digest)
-  return {
-    ...resume,
+  const signature = signRequest({ secret: deps.secret, method: 'POST', path: signedPath, requestId: req.requestId, body: req.body, nowMs, extra }, deps.digest)
+  // The literal first and the resume fields assigned after: a literal that starts with a spread
+  // was built property by property (see observe-request.ts).
+  const headers = (sig: string): Record<string, string> => Object.assign({
     'content-type': 'application/json',
     accept: req.stream ? 'text/event-stream' : 'application/json',
     [WIRE_HEADERS.requestId]: req.requestId,
@@ -356,8 +372,9 @@ async function wireHeaders(req: ForwardRequest, signedPath: string, deps: Forwar
     [WIRE_HEADERS.deadlineMs]: String(Math.floor(nowMs + deps.requestTimeoutMs)),
     [WIRE_HEADERS.priority]: String(req.priority),
     [WIRE_HEADERS.edge]: req.edge,
-    [WIRE_HEADERS.signature]: signature,
-  }
+    [WIRE_HEADERS.signature]: sig,
+  }, resume)
+  return typeof signature === 'string' ? headers(signature) : signature.then(headers)
 }
 
 function responseHeaders(upstream: UpstreamHeaders, node: RankedNode, failed: number, startedAtMs: number, upstreamStartMs: number, headersAtMs: number): Headers {

@@ -1,5 +1,5 @@
 /** What the Node entry's two upstreams (h1-upstream.ts, h2-upstream.ts) share: their shape and the request helpers. */
-import type { UpstreamFetch, UpstreamResponse } from './forward.ts'
+import type { ClientSignal, UpstreamFetch, UpstreamResponse } from './forward.ts'
 
 export interface EdgeUpstream {
   fetch: UpstreamFetch
@@ -52,7 +52,7 @@ export function healthzWarmer(isOpen: (origin: string) => boolean, healthz: (ori
   }
 }
 
-export function reasonOf(signal: AbortSignal | undefined): Error {
+export function reasonOf(signal: ClientSignal | undefined): Error {
   const reason: unknown = signal?.reason
   return reason instanceof Error ? reason : new Error('request aborted')
 }

@@ -69,7 +69,7 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
         keyId: principal.keyId,
         priority: 0,
         edge,
-        signal: c.req.raw.signal,
+        signal: deps.clientSignal?.(c) ?? c.req.raw.signal,
         startedAtMs: c.get('startedAtMs'),
         // Fixed up front so that a continuation samples exactly as the first node would have.
         ...(gen.stream ? { seed: crypto.getRandomValues(new Uint32Array(1))[0] } : {}),

@@ -20,6 +20,7 @@ import type { LatencySample } from '../../src/latency/latency-recorder.ts'
 import { createRedisBackedDeps } from '../../src/redis/redis-deps.ts'
 import { createUpstashPool, UndiciRedisRequester } from '../../src/redis/undici-redis-requester.ts'
 import { affinityKeyOf } from '../../src/routing/affinity-key.ts'
+import { withHeadersTimeout } from '../../src/proxy/forward.ts'
 import { affinityRedisKey } from '../../src/routing/affinity-memory.ts'
 import { ringOrder } from '../../src/routing/hash-ring.ts'
 import { startStandIn, type Mode, type Received, type StandIn } from '../support/stand-in-node.ts'
@@ -92,7 +93,8 @@ function edge(env: Record<string, string> = {}) {
   const app = createApp({
     ...deps,
     config,
-    upstream: (url, init) => fetch(url, init),
+    // fetch under the headers timeout, as the Workers entry reaches nodes.
+    upstream: withHeadersTimeout((url, init) => fetch(url, init)),
     latency: { record: async (s) => void samples.push(s) },
     waitUntil: (w) => void background.push(w),
   })

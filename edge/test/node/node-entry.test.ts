@@ -114,6 +114,20 @@ describe('Node entry over an HTTP/2 upstream', () => {
   })
 })
 
+describe('Node entry: a client that leaves before the node answered', () => {
+  it('closes the node request it was waiting on (a JSON request whose node holds its headers)', async () => {
+    const id = `gone-${crypto.randomUUID()}`
+    await script(id, { 'us-east': 'hang' })
+    const client = new AbortController()
+    const answered = chat(id, client.signal, false)
+    await waitFor(id, 'received')
+    client.abort()
+    await expect(answered).rejects.toThrow(/abort/i)
+    // The edge's client signal (entries/client-signal.ts) ended the upstream request.
+    expect((await waitFor(id, 'clientClosed')).completed).toBe(false)
+  })
+})
+
 describe('Node entry when the h2c upstream fails or floods', () => {
   const everywhere = (mode: Mode) => Object.fromEntries(fleet.gpuNodes.map((n) => [n.id, mode]))
 
