@@ -116,5 +116,7 @@ export interface AppEnv {
     affinity?: AffinityKey
     /** routes/generate.ts, once a node answered: what latency/observe-request.ts records. */
     forwarded: Forwarded
+    /** routes/generate.ts: the response was made with the edge's own headers in it (request id, limits). */
+    edgeHeadersAdded?: boolean
   }
 }

@@ -24,7 +24,8 @@ import { DEFAULT_BATCHING } from '../latency/batching-recorder.ts'
 import type { EdgeConfig, NodeServerConfig } from '../config.ts'
 import { readDashboardAssets } from '../dashboard/file-assets.ts'
 import { createRedisBackedDeps, type RedisFactory } from '../redis/redis-deps.ts'
-import { takeRelay, type RelayOut } from '../proxy/pass-through.ts'
+import { forwardedFacts, takeRelay } from '../proxy/forwarded-response.ts'
+import type { RelayOut } from '../proxy/pass-through.ts'
 import { isServing } from '../routing/pick-node.ts'
 import { createNodeUpstream, type NodeUpstream } from '../proxy/node-upstream.ts'
 import type { UpstreamTls } from '../proxy/upstream-common.ts'
@@ -89,9 +90,9 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
   const fetch = async (req: Request, env?: NodeBindings) => {
     // The adapter's incoming/outgoing pair becomes c.env: the client signal is read off it.
     const res = await app.fetch(req, env)
-    const http2 = env?.incoming?.httpVersionMajor === 2
-    if (env?.outgoing && relayed(res, env.outgoing, http2)) return RESPONSE_ALREADY_SENT
-    return http2 ? withoutConnectionHeaders(res) : streamAtOnce(res)
+    const sent = sendForwarded(res, env?.outgoing)
+    if (sent) return sent
+    return env?.incoming?.httpVersionMajor === 2 ? withoutConnectionHeaders(res) : streamAtOnce(res)
   }
   const tls = server.tls ? { key: readFileSync(server.tls.keyFile), cert: readFileSync(server.tls.certFile) } : undefined
 
@@ -165,20 +166,23 @@ interface NodeResponse {
 }
 
 /**
- * A token stream whose node pushes its chunks (proxy/pass-through.ts `takeRelay`) is written here,
- * straight from the upstream (either protocol) into the client's response: no web stream, no
- * promise per chunk, and the node's opening frames leave in the same write as the headers. @hono/node-server
- * is then told the response is already sent.
+ * A forwarded response (proxy/forwarded-response.ts) is written from what the edge kept beside
+ * it, never by reading its headers back. A token stream whose node pushes its chunks (its relay)
+ * goes straight from the upstream (either protocol) into the client's response: no web stream, no
+ * promise per chunk, and the node's opening frames leave in the same write as the headers;
+ * @hono/node-server is then told the response is already sent. A whole answer goes back to the
+ * adapter as is: its header record has no connection-level header (forward.ts drops them) and
+ * is written without a Headers object. Undefined: not one of these (the generic path decides).
  */
-function relayed(res: Response, out: RelayOut & NodeResponse, http2: boolean): boolean {
-  if (!(res.headers.get('content-type') ?? '').startsWith('text/event-stream')) return false
-  const relay = takeRelay(res)
-  if (!relay) return false
-  const headers: Record<string, string> = {}
-  for (const [name, value] of res.headers) if (!http2 || !CONNECTION_HEADERS.includes(name)) headers[name] = value
-  out.writeHead(res.status, headers)
+function sendForwarded(res: Response, out: (RelayOut & NodeResponse) | undefined): Response | typeof RESPONSE_ALREADY_SENT | undefined {
+  const forwarded = forwardedFacts(res)
+  if (!forwarded) return undefined
+  if (!forwarded.sse) return res
+  const relay = out ? takeRelay(res) : undefined
+  if (!out || !relay) return undefined
+  out.writeHead(forwarded.status, forwarded.headers)
   relay(out)
-  return true
+  return RESPONSE_ALREADY_SENT
 }
 
 /**

@@ -29,6 +29,8 @@ export function rateLimitHeaders(codec: DialectCodec, now: () => number): Middle
   return async (c, next) => {
     c.set('rateLimit', {})
     await next()
+    // A forwarded response already has them (generate.ts).
+    if (c.get('edgeHeadersAdded')) return
     const headers = limitHeaders(codec, c.get('rateLimit'), now())
     for (const [name, value] of Object.entries(headers)) c.res.headers.set(name, value)
   }

@@ -3,7 +3,7 @@
  * a W3C trace span continuing the client's `traceparent` or starting a trace. Both are echoed on
  * the response, whatever answers it (an error included).
  */
-import type { MiddlewareHandler } from 'hono'
+import type { Context, MiddlewareHandler } from 'hono'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import { continueTrace, formatTraceparent } from '../../../shared/src/trace-context.ts'
 import type { AppEnv } from '../app-env.ts'
@@ -19,7 +19,12 @@ export function requestId(now: () => number): MiddlewareHandler<AppEnv> {
     c.set('requestId', id)
     c.set('trace', continueTrace(c.req.header(WIRE_HEADERS.traceparent)).ctx)
     await next()
-    c.res.headers.set(WIRE_HEADERS.requestId, id)
-    c.res.headers.set(WIRE_HEADERS.traceparent, formatTraceparent(c.get('trace')))
+    if (c.get('edgeHeadersAdded')) return
+    for (const [name, value] of Object.entries(requestIdHeaders(c))) c.res.headers.set(name, value)
   }
+}
+
+/** x-request-id and traceparent as they go on the response (a forwarded one takes them in its own record: generate.ts). */
+export function requestIdHeaders(c: Context<AppEnv>): Record<string, string> {
+  return { [WIRE_HEADERS.requestId]: c.get('requestId'), [WIRE_HEADERS.traceparent]: formatTraceparent(c.get('trace')) }
 }

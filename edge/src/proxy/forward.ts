@@ -17,7 +17,8 @@ import { RESUME_HEADERS, resumeHeader, resumeSignedExtra } from '../../../shared
 import { signRequest } from '../../../shared/src/signature.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { RankedNode } from '../routing/pick-node.ts'
-import { offerRelay, passThrough, type BodyOutcome, type UpstreamBody } from './pass-through.ts'
+import { forwardedResponse, type ResponseBody } from './forwarded-response.ts'
+import { passThrough, type BodyOutcome, type Relay, type UpstreamBody } from './pass-through.ts'
 import { resumableBody, type ResumeOutcome } from './resumable-body.ts'
 import { targetUrl } from './target-url.ts'
 
@@ -179,7 +180,14 @@ export const MAX_RESUMES = 2
 export const STREAM_STALL_MS = 15_000
 
 export interface ForwardResult {
-  response: Response
+  /** The answer's status: the node's (for an all-overloaded answer, the last one's). */
+  status: number
+  /**
+   * The Response, made once, with `edgeHeaders` (the edge's own: request id, limits, affinity)
+   * added to the node's: one plain record, never a Headers object edited after the fact
+   * (forwarded-response.ts).
+   */
+  respond(edgeHeaders: Record<string, string>): Response
   /** The node whose response this is (for an all-overloaded answer: the last one tried). */
   node: RankedNode
   failedAttempts: number
@@ -213,7 +221,7 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
       const sse = (attempt.res.headers.get('content-type') ?? '').startsWith('text/event-stream')
       // Decided without touching `body`: the Node upstream builds a web stream only when asked.
       if (NULL_BODY_STATUSES.has(attempt.res.status)) {
-        return { response: new Response(null, { status: attempt.res.status, headers }), node, failedAttempts: failed, finished: Promise.resolve({ kind: 'complete' }) }
+        return answered(node, failed, Promise.resolve({ kind: 'complete' }), attempt.res.status, headers, null)
       }
       if (!req.stream && !sse) {
         const answer = await wholeAnswer(attempt, headers, node, failed, req, deps)
@@ -226,9 +234,7 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
       }
       if (req.stream && sse && attempt.res.status === 200 && (deps.maxResumes ?? MAX_RESUMES) > 0) return resumingStream(nodes, node, attempt, headers, failed, req, deps)
       const piped = passThrough(attempt.res, { codec: req.codec, sse, now: deps.now })
-      const response = new Response(piped.readable, { status: attempt.res.status, headers })
-      if (piped.relay) offerRelay(response, piped.relay)
-      return { response, node, failedAttempts: failed, finished: piped.finished }
+      return answered(node, failed, piped.finished, attempt.res.status, headers, piped.readable, sse, piped.relay)
     }
     failed++
     // A full node is healthy: skip it only as long as it asked (retry-after-ms), not for the
@@ -250,7 +256,7 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
     // Every node that answered was full: the last one's own dialect-shaped 503/529 (with
     // retry-after-ms) is the answer, and the attempts before it count as failovers.
     const headers = responseHeaders(lastOverload.headers, lastOverloadNode, failed - 1, req.startedAtMs, upstreamStartMs, deps.now())
-    return { response: new Response(lastOverload.body, { status: lastOverload.status, headers }), node: lastOverloadNode, failedAttempts: failed - 1, finished: Promise.resolve({ kind: 'complete' }) }
+    return answered(lastOverloadNode, failed - 1, Promise.resolve({ kind: 'complete' }), lastOverload.status, headers, lastOverload.body)
   }
   if (brokeMidBody) throw new ApiError('upstream_unavailable', 'The GPU node failed while sending this response; please retry.', { retryAfterMs: 1000 })
   if (slow) throw new ApiError('overloaded', 'The GPU nodes serving this model are too busy to answer in time; please retry.', { retryAfterMs: deps.connectTimeoutMs })
@@ -263,7 +269,7 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
  * the delivered tokens. Each continuation tries up to MAX_ATTEMPTS nodes, each bounded by the
  * connect timeout; what is left of the pipe (relay, error event, client cancel) is unchanged.
  */
-function resumingStream(nodes: readonly RankedNode[], node: RankedNode, first: Extract<Attempt, { ok: true }>, headers: Headers, failed: number, req: ForwardRequest, deps: ForwardDeps): ForwardResult {
+function resumingStream(nodes: readonly RankedNode[], node: RankedNode, first: Extract<Attempt, { ok: true }>, headers: Record<string, string>, failed: number, req: ForwardRequest, deps: ForwardDeps): ForwardResult {
   const dead = new Set<string>()
   let serving = node
   const body = resumableBody(first.res, {
@@ -293,9 +299,7 @@ function resumingStream(nodes: readonly RankedNode[], node: RankedNode, first: E
   const piped = passThrough(body, { codec: req.codec, sse: true, now: deps.now })
   const finished = piped.finished
     .then((o): BodyOutcome => (body.resumes > 0 ? { ...o, resumes: body.resumes } : o))
-  const response = new Response(piped.readable, { status: 200, headers })
-  if (piped.relay) offerRelay(response, piped.relay)
-  return { response, node, failedAttempts: failed, finished }
+  return answered(node, failed, finished, 200, headers, piped.readable, true, piped.relay)
 }
 
 /**
@@ -305,7 +309,7 @@ function resumingStream(nodes: readonly RankedNode[], node: RankedNode, first: E
  * response. A node that breaks off mid-body is answered undefined: forward asks the next node
  * (the client never saw a byte), and only when every node failed is it a clean 502.
  */
-async function wholeAnswer(attempt: Extract<Attempt, { ok: true }>, headers: Headers, node: RankedNode, failed: number, req: ForwardRequest, deps: ForwardDeps): Promise<ForwardResult | undefined> {
+async function wholeAnswer(attempt: Extract<Attempt, { ok: true }>, headers: Record<string, string>, node: RankedNode, failed: number, req: ForwardRequest, deps: ForwardDeps): Promise<ForwardResult | undefined> {
   let bytes: ArrayBuffer
   try {
     bytes = await attempt.res.arrayBuffer()
@@ -316,7 +320,18 @@ async function wholeAnswer(attempt: Extract<Attempt, { ok: true }>, headers: Hea
   const finished = Promise.resolve<BodyOutcome>({ kind: 'complete', firstByteAtMs: deps.now() })
   // A Uint8Array (not the ArrayBuffer): @hono/node-server's Response keeps it as is and writes
   // it with the headers in one call, without building a web stream around it.
-  return { response: new Response(new Uint8Array(bytes), { status: attempt.res.status, headers }), node, failedAttempts: failed, finished }
+  return answered(node, failed, finished, attempt.res.status, headers, new Uint8Array(bytes))
+}
+
+/** A ForwardResult whose Response is made when the caller has its own headers to add. */
+function answered(node: RankedNode, failedAttempts: number, finished: Promise<BodyOutcome>, status: number, headers: Record<string, string>, body: ResponseBody, sse = false, relay?: Relay): ForwardResult {
+  return {
+    status,
+    node,
+    failedAttempts,
+    finished,
+    respond: (edgeHeaders) => forwardedResponse(body, { status, headers: Object.assign(headers, edgeHeaders), sse, ...(relay ? { relay } : {}) }),
+  }
 }
 
 async function send(node: RankedNode, req: ForwardRequest, deps: ForwardDeps): Promise<Attempt> {
@@ -377,16 +392,21 @@ function wireHeaders(req: ForwardRequest, signedPath: string, deps: ForwardDeps)
   return typeof signature === 'string' ? headers(signature) : signature.then(headers)
 }
 
-function responseHeaders(upstream: UpstreamHeaders, node: RankedNode, failed: number, startedAtMs: number, upstreamStartMs: number, headersAtMs: number): Headers {
-  // One pass that skips what is not passed on: copying every header and then deleting a dozen
-  // names cost a Headers lookup and validation per name on every request.
-  const headers = new Headers()
+/**
+ * The node's headers that are passed on, and the edge's own about the answer, as one plain record
+ * (forwarded-response.ts says why): one pass that skips what is not passed on. A name the node
+ * sent twice is joined as a Headers object would join it.
+ */
+function responseHeaders(upstream: UpstreamHeaders, node: RankedNode, failed: number, startedAtMs: number, upstreamStartMs: number, headersAtMs: number): Record<string, string> {
+  const headers: Record<string, string> = {}
   upstream.forEach((value, name) => {
-    if (!NOT_PASSED_ON.has(name)) headers.append(name, value)
+    if (NOT_PASSED_ON.has(name)) return
+    const had = headers[name]
+    headers[name] = had === undefined ? value : `${had}, ${value}`
   })
-  headers.append(WIRE_HEADERS.region, node.region)
-  headers.append('server-timing', `edge;dur=${Math.max(0, upstreamStartMs - startedAtMs)}, upstream;dur=${Math.max(0, headersAtMs - upstreamStartMs)}`)
-  if (failed > 0) headers.append(WIRE_HEADERS.failover, String(failed))
+  headers[WIRE_HEADERS.region] = node.region
+  headers['server-timing'] = `edge;dur=${Math.max(0, upstreamStartMs - startedAtMs)}, upstream;dur=${Math.max(0, headersAtMs - upstreamStartMs)}`
+  if (failed > 0) headers[WIRE_HEADERS.failover] = String(failed)
   return headers
 }
 

@@ -8,8 +8,8 @@
  *
  * Two ways to carry it, same endings: a web ReadableStream (what a Response body is: Workers), or
  * — when the upstream pushes chunks (the Node entry's upstreams) — a direct relay into the
- * Node server's response (`relay`, offered with the Response: `takeRelay`), which skips both web
- * streams and their promise per chunk.
+ * Node server's response (`relay`, kept with the Response: forwarded-response.ts), which skips
+ * both web streams and their promise per chunk.
  */
 import { ApiError } from '../../../shared/src/api-error.ts'
 import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
@@ -66,25 +66,6 @@ export interface RelayOut {
 export type Relay = (out: RelayOut) => void
 
 const encoder = new TextEncoder()
-const relays = new WeakMap<Response, Relay>()
-
-/** Offers a pass-through's relay with the response that carries its body (forward.ts). */
-export function offerRelay(response: Response, relay: Relay): void {
-  relays.set(response, relay)
-}
-
-/**
- * The direct relay of a response's pass-through body, if its upstream pushes chunks; taken once.
- * Whoever takes it writes the response (status and headers first) and never reads `body`. Keyed
- * by the Response itself, so asking costs no web Response (a middleware that replaced the
- * response simply leaves the body on the web-stream path).
- */
-export function takeRelay(response: Response): Relay | undefined {
-  const relay = relays.get(response)
-  relays.delete(response)
-  return relay
-}
-
 /**
  * One ReadableStream pulling from the node's body: each client read is one upstream read, so
  * backpressure is the client's and nothing is buffered here. (A TransformStream plus pipeTo did

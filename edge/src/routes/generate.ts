@@ -12,7 +12,8 @@ import { formatTraceparent } from '../../../shared/src/trace-context.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { AppEnv, EdgeDeps } from '../app-env.ts'
 import { CLIENT_CLOSED_STATUS } from '../latency/outcome.ts'
-import { refundCharge } from '../middleware/rate-limit.ts'
+import { limitHeaders, refundCharge } from '../middleware/rate-limit.ts'
+import { requestIdHeaders } from '../middleware/request-id.ts'
 import { forward, ClientGone, type ForwardResult } from '../proxy/forward.ts'
 import { resumeCounter } from '../proxy/resume-counter.ts'
 import type { AffinityMemory } from '../routing/affinity-memory.ts'
@@ -104,14 +105,19 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
       const end = () => dispatch.end()
       result.finished.then(end, end)
     }
-    if (result.response.status >= 400) await refundCharge(c, deps.limiter)
+    if (result.status >= 400) await refundCharge(c, deps.limiter)
 
     // A failover took it off the chosen node: it is not where the key's prefix was expected.
     const affinity: AffinityReason = !key ? 'none' : result.node === route.nodes[0] ? route.reason : 'moved'
-    if (key && result.response.status < 400) routing.memory.remember(key.hash, { region: result.node.region, node: result.node.id }, c.get('waitUntil'))
-    result.response.headers.set(WIRE_HEADERS.affinity, affinity)
+    if (key && result.status < 400) routing.memory.remember(key.hash, { region: result.node.region, node: result.node.id }, c.get('waitUntil'))
     // latency/observe-request.ts records and logs the request once this body ends.
     c.set('forwarded', { nodeRegion: result.node.region, failovers: result.failedAttempts, affinity, finished: result.finished })
-    return result.response
+    // Every header the edge adds goes in with the node's, in one record (the middlewares that
+    // would add them to the finished response see `edgeHeadersAdded` and leave it).
+    const headers = limitHeaders(codec, c.get('rateLimit'), now())
+    headers[WIRE_HEADERS.affinity] = affinity
+    Object.assign(headers, requestIdHeaders(c))
+    c.set('edgeHeadersAdded', true)
+    return result.respond(headers)
   }
 }
