@@ -3,7 +3,8 @@
  * call reads top to bottom: id + trace → JSON content type (415, before auth: content-type.ts)
  * → auth → requests/min asked → body + validation (meanwhile) → requests/min awaited → model
  * → affinity key → tokens/min (carrying the affinity read) → forward to the node chosen for
- * it; after its response ends, one log line and one latency sample (observe-request.ts).
+ * it; after its response ends, one log line and one latency sample (observe-request.ts). The
+ * generate checks run as one middleware (middleware/pipeline.ts).
  */
 import { Hono } from 'hono'
 import { DIALECTS, type DialectTable } from '../../shared/src/dialects/index.ts'
@@ -14,10 +15,11 @@ import { latencyStats } from './dashboard/stats-route.ts'
 import { KeyCache } from './keys/key-cache.ts'
 import { consoleLog, observeRequests } from './latency/observe-request.ts'
 import { deriveAffinity } from './middleware/affinity.ts'
-import { authenticate } from './middleware/auth.ts'
+import { authenticate, authenticateKey } from './middleware/auth.ts'
 import { backgroundWork } from './middleware/background.ts'
 import { requireJsonBody } from './middleware/content-type.ts'
 import { notFound, onError } from './middleware/errors.ts'
+import { pipeline } from './middleware/pipeline.ts'
 import { limitTokens, rateLimitHeaders } from './middleware/rate-limit.ts'
 import { admitRequests, startRequestsCheck } from './middleware/requests-limit.ts'
 import { requestId } from './middleware/request-id.ts'
@@ -65,17 +67,22 @@ export function createApp(deps: EdgeDeps, dialects: DialectTable = DIALECTS): Ho
   for (const codec of codecs) {
     app.post(
       codec.path,
-      requireJsonBody(),
-      authenticate(config, keys, { digest }),
+      // Around the rest: the limits' headers on an answer the edge makes itself (a 429, an error);
+      // a forwarded answer carries them already (generate.ts). None before a limit was asked.
       rateLimitHeaders(codec, now),
-      // requests/min is asked here and awaited after the body is parsed (requests-limit.ts):
-      // a bad body is answered without waiting on the limiter's store.
-      startRequestsCheck(limiter),
-      parseGenerate(codec, config.maxBodyBytes, limiter, now),
-      admitRequests(limiter, now),
-      checkModel(registry, now),
-      deriveAffinity(config.affinity),
-      limitTokens(limiter, now, affinity.readAlong),
+      // The checks in order, as one middleware (pipeline.ts); each refuses by throwing.
+      pipeline(
+        requireJsonBody(),
+        authenticateKey(config, keys, { digest }),
+        // requests/min is asked here and awaited after the body is parsed (requests-limit.ts):
+        // a bad body is answered without waiting on the limiter's store.
+        startRequestsCheck(limiter),
+        parseGenerate(codec, config.maxBodyBytes, limiter, now),
+        admitRequests(limiter, now),
+        checkModel(registry, now),
+        deriveAffinity(config.affinity),
+        limitTokens(limiter, now, affinity.readAlong),
+      ),
       generate(deps, now, routing),
     )
   }

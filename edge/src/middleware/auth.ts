@@ -10,13 +10,14 @@
  * With `allowAdmin`, ADMIN_TOKEN (constant-time compared) is accepted as well.
  */
 import type { MiddlewareHandler } from 'hono'
-import { hashApiKey, isWellFormedApiKey } from '../../../shared/src/api-key.ts'
+import { hashApiKey, isWellFormedApiKey, type ApiKeyRecord } from '../../../shared/src/api-key.ts'
 import { ApiError } from '../../../shared/src/api-error.ts'
 import { webDigest, type Digest } from '../../../shared/src/digest.ts'
 import type { AppEnv } from '../app-env.ts'
 import type { EdgeConfig } from '../config.ts'
 import type { KeyCache } from '../keys/key-cache.ts'
 import type { Principal } from '../keys/key-store.ts'
+import type { Step } from './pipeline.ts'
 import { secretsEqual } from './secret-compare.ts'
 
 /** How long a client should wait when the key store cannot be reached. */
@@ -29,19 +30,32 @@ export interface AuthOptions {
   digest?: Digest
 }
 
+/** The operator routes' middleware (API keys and, with `allowAdmin`, ADMIN_TOKEN). */
 export function authenticate(config: EdgeConfig, keys: KeyCache, options: AuthOptions = {}): MiddlewareHandler<AppEnv> {
-  const digest = options.digest ?? webDigest
+  const step = authenticateKey(config, keys, options)
   return async (c, next) => {
+    await step(c)
+    return next()
+  }
+}
+
+/** The same check as a step of the generate pipeline: no promise when the key's record is cached. */
+export function authenticateKey(config: EdgeConfig, keys: KeyCache, options: AuthOptions = {}): Step {
+  const digest = options.digest ?? webDigest
+  return (c) => {
     const presented = presentedKey(c.req.header('authorization'), c.req.header('x-api-key'))
     if (presented === undefined) {
       throw new ApiError('unauthorized', "Missing API key: send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'.")
     }
-    if (options.allowAdmin && config.adminToken !== undefined && (await secretsEqual(presented, config.adminToken))) {
-      c.set('principal', adminPrincipal())
-      return next()
+    if (options.allowAdmin && config.adminToken !== undefined) {
+      const token = config.adminToken
+      return secretsEqual(presented, token).then(async (isAdmin) => {
+        c.set('principal', isAdmin ? adminPrincipal() : await principalForKey(presented, config, keys, digest))
+      })
     }
-    c.set('principal', await principalForKey(presented, config, keys, digest))
-    return next()
+    const principal = principalForKey(presented, config, keys, digest)
+    if (!(principal instanceof Promise)) return void c.set('principal', principal)
+    return principal.then((p) => void c.set('principal', p))
   }
 }
 
@@ -52,18 +66,25 @@ function presentedKey(authorization: string | undefined, xApiKey: string | undef
   return key ? key : undefined
 }
 
-async function principalForKey(key: string, config: EdgeConfig, keys: KeyCache, digest: Digest): Promise<Principal> {
+/** The key's principal: at once when the digest is synchronous and the record cached (the common case), else after the store. */
+function principalForKey(key: string, config: EdgeConfig, keys: KeyCache, digest: Digest): Principal | Promise<Principal> {
   // Malformed keys cannot exist in the store: refused without a lookup (and without echoing them).
   if (!isWellFormedApiKey(key)) throw invalidKey()
-  let record
+  const hashed = hashApiKey(key, digest)
+  const cached = typeof hashed === 'string' ? keys.fresh(hashed) : undefined
+  if (cached) return principalOf(cached, config)
+  return lookedUp(hashed, keys).then((record) => principalOf(record, config))
+}
+
+async function lookedUp(hashed: string | Promise<string>, keys: KeyCache): Promise<ApiKeyRecord | undefined> {
   try {
-    const hashed = hashApiKey(key, digest)
-    const hash = typeof hashed === 'string' ? hashed : await hashed
-    // A fresh cached record without a promise (the common case); the store otherwise.
-    record = keys.fresh(hash) ?? (await keys.lookup(hash))
+    return await keys.lookup(await hashed)
   } catch (e) {
     throw new ApiError('overloaded', 'Authentication is temporarily unavailable; please retry.', { retryAfterMs: STORE_RETRY_MS, cause: e })
   }
+}
+
+function principalOf(record: ApiKeyRecord | undefined, config: EdgeConfig): Principal {
   if (!record) throw invalidKey()
   if (record.disabled) throw new ApiError('forbidden', 'This API key has been disabled.')
   return {

@@ -13,16 +13,14 @@
  * a `charset` parameter, when present, must be UTF-8 (RFC 8259 §8.1: JSON between systems is
  * UTF-8, and the body is decoded as such).
  */
-import type { MiddlewareHandler } from 'hono'
 import { ApiError } from '../../../shared/src/api-error.ts'
-import type { AppEnv } from '../app-env.ts'
+import type { Step } from './pipeline.ts'
 
 const JSON_MEDIA_TYPE = /^application\/(?:[a-z0-9!#$&^_.-]+\+)?json$/
 
-export function requireJsonBody(): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
+export function requireJsonBody(): Step {
+  return (c) => {
     if (!isJsonContentType(c.req.header('content-type'))) throw notJson()
-    return next()
   }
 }
 

@@ -14,6 +14,7 @@ import type { AppEnv, RateLimitState } from '../app-env.ts'
 import type { LimitDecision, RateLimiter } from '../limits/rate-limiter.ts'
 import type { ReadAlong } from '../redis/read-along.ts'
 import { affinityRedisKey } from '../routing/affinity-memory.ts'
+import type { Step } from './pipeline.ts'
 
 /** Completion tokens assumed for a request without max_tokens. */
 export const UNBOUNDED_COMPLETION_TOKENS = 1024
@@ -41,13 +42,13 @@ export function rateLimitHeaders(codec: DialectCodec, now: () => number): Middle
  * charge, when the charge goes to Redis (redis/read-along.ts); it is withdrawn once the charge is
  * decided, so a charge served from a lease reads nothing and waits for nothing.
  */
-export function limitTokens(limiter: RateLimiter, now: () => number, readAlong?: ReadAlong): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
+export function limitTokens(limiter: RateLimiter, now: () => number, readAlong?: ReadAlong): Step {
+  return async (c) => {
     const state = c.get('rateLimit')
     // Redis already failed this request's requests/min check and the failure policy admitted it
     // (closed mode refused it there): waiting out the timeout a second time would break the
     // "decided within RATE_LIMIT_TIMEOUT_MS" promise.
-    if (state.requests?.degraded) return next()
+    if (state.requests?.degraded) return
     const { keyId, tpm } = c.get('principal')
     const { body, gen } = c.get('generate')
     const cost = tokenCost(body.byteLength, gen.maxTokens)
@@ -67,7 +68,6 @@ export function limitTokens(limiter: RateLimiter, now: () => number, readAlong?:
       throw refusal(decision, now(), message)
     }
     if (!decision.degraded) state.chargedTokens = cost
-    return next()
   }
 }
 

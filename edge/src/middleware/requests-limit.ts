@@ -14,20 +14,20 @@
  * I/O) is answered 429 before parsing (`refuseIfKnownRefused`): a refused client still costs no
  * parsing when the edge knows it is refused.
  */
-import type { Context, MiddlewareHandler } from 'hono'
+import type { Context } from 'hono'
 import type { AppEnv, RequestsCheck } from '../app-env.ts'
 import type { LimitDecision, RateLimiter } from '../limits/rate-limiter.ts'
+import type { Step } from './pipeline.ts'
 import { refusal } from './rate-limit.ts'
 
-export function startRequestsCheck(limiter: RateLimiter): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
+export function startRequestsCheck(limiter: RateLimiter): Step {
+  return (c) => {
     const { keyId, rpm } = c.get('principal')
     const check: RequestsCheck = { decision: limiter.checkRequests(keyId, rpm, c.get('waitUntil')) }
     // The limiter never rejects (its failure policy decides); this only records the answer.
     void check.decision.then((d) => (check.settled = d))
     c.get('waitUntil')(check.decision)
     c.set('requestsCheck', check)
-    return next()
   }
 }
 
@@ -37,17 +37,25 @@ export async function refuseIfKnownRefused(c: Context<AppEnv>, limiter: RateLimi
   if (settled && !settled.success) await admit(c, settled, limiter, now)
 }
 
-export function admitRequests(limiter: RateLimiter, now: () => number): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    await admit(c, await c.get('requestsCheck').decision, limiter, now)
-    return next()
+/** Awaits the decision, unless it is already in (a lease decides without I/O): then at once. */
+export function admitRequests(limiter: RateLimiter, now: () => number): Step {
+  return (c) => {
+    const check = c.get('requestsCheck')
+    if (check.settled) return admit(c, check.settled, limiter, now)
+    return check.decision.then((d) => admit(c, d, limiter, now))
   }
 }
 
-async function admit(c: Context<AppEnv>, decision: LimitDecision, limiter: RateLimiter, now: () => number): Promise<void> {
+/** Records the decision; a refusal throws its 429 (after reading the tokens figures, when it can). */
+function admit(c: Context<AppEnv>, decision: LimitDecision, limiter: RateLimiter, now: () => number): void | Promise<void> {
   const state = c.get('rateLimit')
   state.requests = decision
   if (decision.success) return
+  return refuse(c, decision, limiter, now)
+}
+
+async function refuse(c: Context<AppEnv>, decision: LimitDecision, limiter: RateLimiter, now: () => number): Promise<void> {
+  const state = c.get('rateLimit')
   const { keyId, rpm, tpm } = c.get('principal')
   // A 429 carries both families (requests and tokens), as OpenAI's and Anthropic's do; the
   // tokens/min step never runs for this request, so its figures are read, not charged.

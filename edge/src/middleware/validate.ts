@@ -6,37 +6,34 @@
  * Then, once the request is admitted (`checkModel`), the model: outside the key's allowlist, or
  * served by no known node → 404 (OpenAI's model_not_found, Anthropic's not_found_error).
  */
-import type { MiddlewareHandler } from 'hono'
 import { ApiError } from '../../../shared/src/api-error.ts'
 import { clipText } from '../../../shared/src/clip-text.ts'
 import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
 import { parseJsonBody } from '../../../shared/src/json-body.ts'
-import type { AppEnv } from '../app-env.ts'
 import type { RateLimiter } from '../limits/rate-limiter.ts'
 import { isServing, servesModel, type RoutableNode } from '../routing/pick-node.ts'
 import type { NodeRegistry } from '../routing/node-registry.ts'
 import { mayUseModel } from './auth.ts'
 import { readBodyLimited } from './body-limit.ts'
+import type { Step } from './pipeline.ts'
 import { refuseIfKnownRefused } from './requests-limit.ts'
 
-export function parseGenerate(codec: DialectCodec, maxBodyBytes: number, limiter: RateLimiter, now: () => number): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
+export function parseGenerate(codec: DialectCodec, maxBodyBytes: number, limiter: RateLimiter, now: () => number): Step {
+  return async (c) => {
     const body = await readBodyLimited(c.req.raw, maxBodyBytes)
     await refuseIfKnownRefused(c, limiter, now)
     const gen = codec.parse(parseJsonBody(body))
     c.set('generate', { codec, gen, body })
-    return next()
   }
 }
 
-export function checkModel(registry: NodeRegistry, now: () => number): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
+export function checkModel(registry: NodeRegistry, now: () => number): Step {
+  return async (c) => {
     const { gen } = c.get('generate')
     const table = await registry.table(c.get('waitUntil'))
     if (!mayUseModel(c.get('principal'), gen.model) || !isKnownModel(table.nodes, gen.model, now())) {
       throw modelNotFound(gen.model)
     }
-    return next()
   }
 }
 
