@@ -330,7 +330,7 @@ function answered(node: RankedNode, failedAttempts: number, finished: Promise<Bo
     node,
     failedAttempts,
     finished,
-    respond: (edgeHeaders) => forwardedResponse(body, { status, headers: Object.assign(headers, edgeHeaders), sse, ...(relay ? { relay } : {}) }),
+    respond: (edgeHeaders) => forwardedResponse(body, { status, headers: Object.assign(headers, edgeHeaders), sse, relay }),
   }
 }
 
@@ -343,7 +343,7 @@ async function send(node: RankedNode, req: ForwardRequest, deps: ForwardDeps): P
   const headersTimeoutMs = req.stream ? deps.connectTimeoutMs : deps.requestTimeoutMs
   let res: UpstreamResponse
   try {
-    res = await deps.upstream(target.href, { method: 'POST', headers, body: req.body, ...(req.signal ? { signal: req.signal } : {}), redirect: 'manual', headersTimeoutMs, nodeRegion: node.region })
+    res = await deps.upstream(target.href, { method: 'POST', headers, body: req.body, signal: req.signal, redirect: 'manual', headersTimeoutMs, nodeRegion: node.region })
   } catch (e) {
     if (req.signal?.aborted) throw new ClientGone()
     return e instanceof UpstreamTimeout ? { ok: false, slow: true } : { ok: false }

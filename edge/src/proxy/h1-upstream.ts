@@ -107,7 +107,7 @@ function h1Fetch(pool: Pool, origin: string, path: string, init: UpstreamInit): 
     }
     const body = bytesOf(init.body)
     pool.dispatch(
-      { origin, path, method: (init.method ?? 'GET') as 'POST', headers: plainHeaders(init.headers), ...(body !== undefined ? { body } : {}) },
+      { origin, path, method: (init.method ?? 'GET') as 'POST', headers: plainHeaders(init.headers), body },
       {
         onConnect(abort: (reason: Error) => void) {
           if (endedWith) return abort(endedWith)

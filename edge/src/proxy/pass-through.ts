@@ -80,7 +80,7 @@ export function passThrough(upstream: UpstreamBody, opts: PassThroughOptions): {
     settle = (kind) => {
       if (done) return
       done = true
-      resolve({ kind, ...(firstByteAtMs !== undefined ? { firstByteAtMs } : {}) })
+      resolve({ kind, firstByteAtMs })
     }
   })
   const seen = (bytes: Uint8Array) => {

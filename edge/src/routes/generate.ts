@@ -73,7 +73,7 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
         signal: deps.clientSignal?.(c) ?? c.req.raw.signal,
         startedAtMs: c.get('startedAtMs'),
         // Fixed up front so that a continuation samples exactly as the first node would have.
-        ...(gen.stream ? { seed: crypto.getRandomValues(new Uint32Array(1))[0] } : {}),
+        seed: gen.stream ? crypto.getRandomValues(new Uint32Array(1))[0] : undefined,
       }, {
         upstream: deps.upstream,
         secret: deps.config.edgeSharedSecret,
