@@ -25,7 +25,7 @@ export interface StageShare {
 
 /** Our files by stage: the path fragment, then the stage it belongs to (first match wins). */
 const OURS: Array<[RegExp, string]> = [
-  [/edge\/src\/middleware\/(request-id|background|errors)\.ts|shared\/src\/(trace-context|wire-headers)\.ts|edge\/src\/app\.ts/, 'request id, trace, app glue'],
+  [/edge\/src\/middleware\/(request-id|background|errors|pipeline)\.ts|shared\/src\/(trace-context|wire-headers)\.ts|edge\/src\/app\.ts/, 'request id, trace, app glue'],
   [/edge\/src\/latency\//, 'observation (log line, latency sample)'],
   [/edge\/src\/middleware\/content-type\.ts/, 'content type'],
   [/edge\/src\/middleware\/(auth|secret-compare)\.ts|edge\/src\/keys\/|shared\/src\/(api-key|digest|node-digest)\.ts/, 'auth (key hash, key cache)'],
