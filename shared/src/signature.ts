@@ -6,6 +6,7 @@
  * entry passes `nodeDigest` (node-digest.ts) — the same bytes either way.
  */
 import { webDigest, type Digest } from './digest.ts'
+import { andThen } from './maybe-promise.ts'
 
 export interface SignInput {
   secret: string
@@ -36,13 +37,8 @@ export const DEFAULT_SIGNATURE_TOLERANCE_MS = 30_000
  */
 export function signRequest(input: SignInput, digest: Digest = webDigest): string | Promise<string> {
   const t = Math.floor(input.nowMs)
-  const header = (mac: string) => `t=${t},v1=${mac}`
-  const sign = (bodyHash: string) => {
-    const mac = digest.hmacSha256Hex(input.secret, signedText(t, input, bodyHash))
-    return typeof mac === 'string' ? header(mac) : mac.then(header)
-  }
-  const bodyHash = digest.sha256Hex(input.body)
-  return typeof bodyHash === 'string' ? sign(bodyHash) : bodyHash.then(sign)
+  return andThen(digest.sha256Hex(input.body), (bodyHash) =>
+    andThen(digest.hmacSha256Hex(input.secret, signedText(t, input, bodyHash)), (mac) => `t=${t},v1=${mac}`))
 }
 
 export async function verifySignature(input: VerifyInput, digest: Digest = webDigest): Promise<VerifyResult> {

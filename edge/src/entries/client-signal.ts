@@ -33,7 +33,7 @@ export class ClientCloseSignal implements ClientSignal {
   private listeners: (() => void)[] = []
 
   constructor(outgoing: ClosingResponse, incoming: ClosingRequest) {
-    const gone = () => !outgoing.writableFinished || incoming.errored !== undefined && incoming.errored !== null || incoming.aborted === true
+    const gone = () => !outgoing.writableFinished || incoming.errored != null || incoming.aborted === true
     // Closed already (the client left while the body was read): 'close' will not come again.
     if ((outgoing.destroyed ?? outgoing.stream?.destroyed) && gone()) this.abort()
     else outgoing.once('close', () => gone() && this.abort())

@@ -12,6 +12,7 @@
 import type { MiddlewareHandler } from 'hono'
 import { hashApiKey, isWellFormedApiKey, type ApiKeyRecord } from '../../../shared/src/api-key.ts'
 import { ApiError } from '../../../shared/src/api-error.ts'
+import { andThen } from '../../../shared/src/maybe-promise.ts'
 import { webDigest, type Digest } from '../../../shared/src/digest.ts'
 import type { AppEnv } from '../app-env.ts'
 import type { EdgeConfig } from '../config.ts'
@@ -47,15 +48,11 @@ export function authenticateKey(config: EdgeConfig, keys: KeyCache, options: Aut
     if (presented === undefined) {
       throw new ApiError('unauthorized', "Missing API key: send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'.")
     }
+    const byKey = () => andThen(principalForKey(presented, config, keys, digest), (p) => void c.set('principal', p))
     if (options.allowAdmin && config.adminToken !== undefined) {
-      const token = config.adminToken
-      return secretsEqual(presented, token).then(async (isAdmin) => {
-        c.set('principal', isAdmin ? adminPrincipal() : await principalForKey(presented, config, keys, digest))
-      })
+      return secretsEqual(presented, config.adminToken).then((isAdmin) => (isAdmin ? void c.set('principal', adminPrincipal()) : byKey()))
     }
-    const principal = principalForKey(presented, config, keys, digest)
-    if (!(principal instanceof Promise)) return void c.set('principal', principal)
-    return principal.then((p) => void c.set('principal', p))
+    return byKey()
   }
 }
 

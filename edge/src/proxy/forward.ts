@@ -15,6 +15,7 @@ import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
 import type { Digest } from '../../../shared/src/digest.ts'
 import { RESUME_HEADERS, resumeHeader, resumeSignedExtra } from '../../../shared/src/resume-wire.ts'
 import { signRequest } from '../../../shared/src/signature.ts'
+import { andThen } from '../../../shared/src/maybe-promise.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { RankedNode } from '../routing/pick-node.ts'
 import { forwardedResponse, type ResponseBody } from './forwarded-response.ts'
@@ -389,7 +390,7 @@ function wireHeaders(req: ForwardRequest, signedPath: string, deps: ForwardDeps)
     [WIRE_HEADERS.edge]: req.edge,
     [WIRE_HEADERS.signature]: sig,
   }, resume)
-  return typeof signature === 'string' ? headers(signature) : signature.then(headers)
+  return andThen(signature, headers)
 }
 
 /**
