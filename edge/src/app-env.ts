@@ -6,7 +6,6 @@ import type { Context } from 'hono'
 import type { DialectCodec } from '../../shared/src/dialects/index.ts'
 import type { Digest } from '../../shared/src/digest.ts'
 import type { GenerateRequest } from '../../shared/src/generation.ts'
-import type { TraceContext } from '../../shared/src/trace-context.ts'
 import type { EdgeConfig } from './config.ts'
 import type { KeyStore, Principal } from './keys/key-store.ts'
 import type { LatencyRecorder } from './latency/latency-recorder.ts'
@@ -100,8 +99,8 @@ export interface AppEnv {
     waitUntil: (work: Promise<unknown>) => void
     /** request-id.ts */
     requestId: string
-    /** request-id.ts: this hop's span (the node's parent). */
-    trace: TraceContext
+    /** request-id.ts: this hop's span (the node's parent) as its `traceparent` header, formatted once. */
+    traceparent: string
     /** request-id.ts: epoch ms when the edge saw the request. */
     startedAtMs: number
     /** auth.ts */

@@ -59,7 +59,8 @@ const pool = new Uint8Array(POOL_BYTES)
 let poolOffset = POOL_BYTES
 const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'))
 
-function randomHex(bytes: number): string {
+/** `bytes` random bytes as lowercase hex, never all zero (ids: trace, span, the edge's request id). */
+export function randomHex(bytes: number): string {
   if (poolOffset + bytes > POOL_BYTES) {
     crypto.getRandomValues(pool)
     poolOffset = 0

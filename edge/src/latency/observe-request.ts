@@ -11,7 +11,6 @@
  * prompt or a body.
  */
 import type { Context, MiddlewareHandler } from 'hono'
-import { formatTraceparent } from '../../../shared/src/trace-context.ts'
 import type { AppEnv, Forwarded, LogLine } from '../app-env.ts'
 import type { BodyOutcome } from '../proxy/pass-through.ts'
 import { LatencyBatchError } from './batching-recorder.ts'
@@ -93,7 +92,7 @@ function requestFacts(c: Context<AppEnv>, edge: string, forwarded: Forwarded | u
   return {
     method: c.req.method,
     path: c.req.path,
-    traceparent: formatTraceparent(c.get('trace')),
+    traceparent: c.get('traceparent'),
     startedAtMs: c.get('startedAtMs'),
     requestId: c.get('requestId'),
     edge,

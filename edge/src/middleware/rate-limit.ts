@@ -93,9 +93,14 @@ export function refusal(decision: LimitDecision, nowMs: number, message: string)
 /** Header values, in the codec's names, for the decisions made so far; a degraded decision has no real numbers to show. */
 export function limitHeaders(codec: DialectCodec, state: RateLimitState | undefined, nowMs: number): Record<string, string> {
   const out: Record<string, string> = {}
+  putLimitHeaders(out, codec, state, nowMs)
+  return out
+}
+
+/** The same headers written into `out` (a forwarded answer's own record: generate.ts). */
+export function putLimitHeaders(out: Record<string, string>, codec: DialectCodec, state: RateLimitState | undefined, nowMs: number): void {
   putLimit(out, codec, 'requests', state?.requests, nowMs)
   putLimit(out, codec, 'tokens', state?.tokens, nowMs)
-  return out
 }
 
 function putLimit(out: Record<string, string>, codec: DialectCodec, kind: LimitKind, d: LimitDecision | undefined, nowMs: number): void {

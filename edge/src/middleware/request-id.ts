@@ -5,7 +5,7 @@
  */
 import type { Context, MiddlewareHandler } from 'hono'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
-import { continueTrace, formatTraceparent } from '../../../shared/src/trace-context.ts'
+import { continueTrace, formatTraceparent, randomHex } from '../../../shared/src/trace-context.ts'
 import type { AppEnv } from '../app-env.ts'
 
 /** A client id is kept only if it is short and plain: it ends up in logs, metrics and a signature. */
@@ -15,16 +15,20 @@ export function requestId(now: () => number): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     c.set('startedAtMs', now())
     const given = c.req.header(WIRE_HEADERS.requestId)
-    const id = given && CLIENT_REQUEST_ID.test(given) ? given : `req_${crypto.randomUUID().replaceAll('-', '')}`
+    // 32 random hex digits, as a UUID without its dashes was: from the pooled bytes trace ids use.
+    const id = given && CLIENT_REQUEST_ID.test(given) ? given : `req_${randomHex(16)}`
     c.set('requestId', id)
-    c.set('trace', continueTrace(c.req.header(WIRE_HEADERS.traceparent)).ctx)
+    // Formatted once: the wire headers, the response and the log line carry the same string.
+    c.set('traceparent', formatTraceparent(continueTrace(c.req.header(WIRE_HEADERS.traceparent)).ctx))
     await next()
     if (c.get('edgeHeadersAdded')) return
-    for (const [name, value] of Object.entries(requestIdHeaders(c))) c.res.headers.set(name, value)
+    c.res.headers.set(WIRE_HEADERS.requestId, id)
+    c.res.headers.set(WIRE_HEADERS.traceparent, c.get('traceparent'))
   }
 }
 
-/** x-request-id and traceparent as they go on the response (a forwarded one takes them in its own record: generate.ts). */
-export function requestIdHeaders(c: Context<AppEnv>): Record<string, string> {
-  return { [WIRE_HEADERS.requestId]: c.get('requestId'), [WIRE_HEADERS.traceparent]: formatTraceparent(c.get('trace')) }
+/** x-request-id and traceparent into a forwarded response's own header record (generate.ts). */
+export function putRequestIdHeaders(c: Context<AppEnv>, out: Record<string, string>): void {
+  out[WIRE_HEADERS.requestId] = c.get('requestId')
+  out[WIRE_HEADERS.traceparent] = c.get('traceparent')
 }

@@ -65,7 +65,7 @@ describe('forward: where a continuation goes', () => {
       },
       onResumedOn: (n) => resumedOn.push(n.id),
     }))
-    const text = await result.respond({}).text()
+    const text = await result.respond().text()
     expect(await result.finished).toMatchObject({ kind: 'complete', resumes: 1 })
     expect(excluded).toEqual([['first']])
     expect(asked.map((a) => a.host)).toEqual(['first', 'fresh'])
@@ -77,7 +77,7 @@ describe('forward: where a continuation goes', () => {
   it('control: without resumeNodes the request’s own ranking less the failed node decides', async () => {
     const { asked, upstream } = fleet()
     const result = await forward([node('first'), node('second')], request, deps(upstream))
-    await result.respond({}).text()
+    await result.respond().text()
     expect(asked.map((a) => a.host)).toEqual(['first', 'second'])
     expect(asked[0]!.resumable).toBe('1')
   })
@@ -85,7 +85,7 @@ describe('forward: where a continuation goes', () => {
   it('MAX_RESUMES=0: the plain pipe, and the node is not asked for id lines', async () => {
     const { asked, upstream } = fleet()
     const result = await forward([node('first'), node('second')], request, deps(upstream, { maxResumes: 0 }))
-    expect(await result.respond({}).text()).toContain('"error"')
+    expect(await result.respond().text()).toContain('"error"')
     expect(asked).toEqual([{ host: 'first', resume: undefined, resumable: undefined }])
   })
 })

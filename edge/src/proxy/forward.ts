@@ -184,11 +184,11 @@ export interface ForwardResult {
   /** The answer's status: the node's (for an all-overloaded answer, the last one's). */
   status: number
   /**
-   * The Response, made once, with `edgeHeaders` (the edge's own: request id, limits, affinity)
-   * added to the node's: one plain record, never a Headers object edited after the fact
-   * (forwarded-response.ts).
+   * The Response, made once, after `addEdgeHeaders` has written the edge's own headers (request
+   * id, limits, affinity) into the node's record: one plain record, never a Headers object
+   * edited after the fact (forwarded-response.ts), nor a second record copied into it.
    */
-  respond(edgeHeaders: Record<string, string>): Response
+  respond(addEdgeHeaders?: (headers: Record<string, string>) => void): Response
   /** The node whose response this is (for an all-overloaded answer: the last one tried). */
   node: RankedNode
   failedAttempts: number
@@ -331,7 +331,10 @@ function answered(node: RankedNode, failedAttempts: number, finished: Promise<Bo
     node,
     failedAttempts,
     finished,
-    respond: (edgeHeaders) => forwardedResponse(body, { status, headers: Object.assign(headers, edgeHeaders), sse, relay }),
+    respond: (addEdgeHeaders) => {
+      addEdgeHeaders?.(headers)
+      return forwardedResponse(body, { status, headers, sse, relay })
+    },
   }
 }
 

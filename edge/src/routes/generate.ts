@@ -8,12 +8,11 @@
  */
 import type { Context } from 'hono'
 import { ApiError } from '../../../shared/src/api-error.ts'
-import { formatTraceparent } from '../../../shared/src/trace-context.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { AppEnv, EdgeDeps } from '../app-env.ts'
 import { CLIENT_CLOSED_STATUS } from '../latency/outcome.ts'
-import { limitHeaders, refundCharge } from '../middleware/rate-limit.ts'
-import { requestIdHeaders } from '../middleware/request-id.ts'
+import { putLimitHeaders, refundCharge } from '../middleware/rate-limit.ts'
+import { putRequestIdHeaders } from '../middleware/request-id.ts'
 import { forward, ClientGone, type ForwardResult } from '../proxy/forward.ts'
 import { resumeCounter } from '../proxy/resume-counter.ts'
 import type { AffinityMemory } from '../routing/affinity-memory.ts'
@@ -65,7 +64,7 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
         stream: gen.stream,
         codec,
         requestId: c.get('requestId'),
-        traceparent: formatTraceparent(c.get('trace')),
+        traceparent: c.get('traceparent'),
         tenant: principal.tenant,
         keyId: principal.keyId,
         priority: 0,
@@ -114,10 +113,11 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
     c.set('forwarded', { nodeRegion: result.node.region, failovers: result.failedAttempts, affinity, finished: result.finished })
     // Every header the edge adds goes in with the node's, in one record (the middlewares that
     // would add them to the finished response see `edgeHeadersAdded` and leave it).
-    const headers = limitHeaders(codec, c.get('rateLimit'), now())
-    headers[WIRE_HEADERS.affinity] = affinity
-    Object.assign(headers, requestIdHeaders(c))
     c.set('edgeHeadersAdded', true)
-    return result.respond(headers)
+    return result.respond((headers) => {
+      putLimitHeaders(headers, codec, c.get('rateLimit'), now())
+      headers[WIRE_HEADERS.affinity] = affinity
+      putRequestIdHeaders(c, headers)
+    })
   }
 }

@@ -112,10 +112,40 @@ function estimate(node: RoutableNode, client: GeoPoint, nowMs: number): RankedNo
   const distanceKm = greatCircleKm(client, node)
   const rttMs = BASE_RTT_MS + distanceKm * RTT_MS_PER_KM
   const queueWaitMs = estimateQueueWaitMs(node, node.ts === undefined ? 0 : Math.max(0, nowMs - node.ts))
-  // Not `{ ...node, distanceKm, … }`: on Node 20's V8 each property added after a spread costs
-  // ~1 µs (5 µs here, per node per request); Object.assign builds the same object in ~0.3 µs.
-  return Object.assign({}, node, { distanceKm, rttMs, queueWaitMs, costMs: rttMs + queueWaitMs })
+  // One literal of one shape, every field named (absent ones undefined). `{ ...node, … }` added
+  // the estimates property by property after the spread (~1 µs each on Node 20's V8), and
+  // Object.assign({}, node, …) copied through V8's generic SetDataProperties: ~4,100
+  // instructions per ranked node per request under callgrind. `AllFields` makes a field added to
+  // RoutableNode a type error here until it is copied.
+  const ranked: AllFields<RankedNode> = {
+    id: node.id,
+    url: node.url,
+    region: node.region,
+    lat: node.lat,
+    lon: node.lon,
+    models: node.models,
+    maxBatch: node.maxBatch,
+    running: node.running,
+    waiting: node.waiting,
+    kvUsedFrac: node.kvUsedFrac,
+    tokPerSec: node.tokPerSec,
+    prefillTokPerSec: node.prefillTokPerSec,
+    prefixHitRate: node.prefixHitRate,
+    draining: node.draining,
+    ts: node.ts,
+    downUntilMs: node.downUntilMs,
+    busy: node.busy,
+    source: node.source,
+    distanceKm,
+    rttMs,
+    queueWaitMs,
+    costMs: rttMs + queueWaitMs,
+  }
+  return ranked
 }
+
+/** Every field of T present, optional ones as `undefined` when absent. */
+type AllFields<T> = { [K in keyof Required<T>]: T[K] }
 
 /**
  * How long a new request would wait on this node before its prefill starts, from its heartbeat
