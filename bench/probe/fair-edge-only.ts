@@ -21,7 +21,7 @@ import { measureUpstreamCost, measureValidationCost } from '../scenarios/piece-c
 
 type Part = (ctx: BenchContext, input: PinnedEdgeInput) => Promise<{ figures: Record<string, number | null>; raw: Record<string, unknown>; notes: string[] }>
 const parts: Record<string, { run: Part; show: (raw: Record<string, unknown>) => unknown }> = {
-  instructions: { run: runEdgeInstructions, show: (raw) => ({ edge_over_bare: raw.edge_over_bare, edge_over_bare_h2: raw.edge_over_bare_h2, bare_h2_over_bare: raw.bare_h2_over_bare }) },
+  instructions: { run: runEdgeInstructions, show: (raw) => ({ edge_over_bare: raw.edge_over_bare, edge_over_bare_with_clock: raw.edge_over_bare_with_clock, edge_over_bare_h2: raw.edge_over_bare_h2, bare_h2_over_bare: raw.bare_h2_over_bare }) },
   pinned: { run: runPinnedEdge, show: (raw) => raw },
   functions: { run: profileFunctions, show: (raw) => raw },
   pieces: { run: pieceCosts, show: (raw) => raw },

@@ -12,11 +12,20 @@
  * - warm-up: `warm` requests of every kind first, with callgrind's instrumentation off (fast), so
  *   V8 has tiered the path up (optimised code) before anything is counted;
  * - count: BATCHES times, zero the counters, send N requests one at a time, dump; per request =
- *   count / N. The figure is the median over batches, their spread is reported. (Differencing
- *   N and 2N batches was tried first: it doubled the variance, and the zero/dump pair costs
- *   nothing next to N requests.) Time-driven work (cache and registry refreshes, lease renewals,
- *   batched writes) lands on more requests under callgrind, whose wall time per request is ~100×
- *   native: it is in the counts, more of it than a native process would pay per request.
+ *   count / N. (Differencing N and 2N batches was tried first: it doubled the variance, and the
+ *   zero/dump pair costs nothing next to N requests.)
+ * - clock-driven work apart: a batch's count is its requests' own work plus what the process
+ *   does per second of wall time while it serves — the limiter's lease refills, the registry
+ *   refresh and the latency batch's write, each about once a second whatever the load. Under
+ *   callgrind a request takes ~10–25 ms of wall time where it takes ~0.3 ms natively, so that
+ *   work lands on ~50× fewer requests than on a native edge, and with each batch's pace it moved
+ *   the edge's count by ±10 % between batches. So BATCHES more batches (N / 2 requests) are sent
+ *   at a slower pace (PACE_GAP_MS idle after each request); the slope of count per request
+ *   against wall ms per request between plain and paced batches (clockSlopeOf) is the
+ *   clock-driven rate (`clock_per_s`, instructions per second of serving), and each batch's own
+ *   work is its count less slope × its wall time. The figure is the median of those over all
+ *   batches, their spread is reported; the plain medians (clock-driven work included at
+ *   callgrind's pace) beside it.
  * Counted on the main thread (the request path and its share of GC); V8's compiler and GC helper
  * threads, which run in bursts, are reported beside it (all threads).
  * The figure `instructions_per_request_over_bare` is edge ÷ bare for the non-streaming kind.
@@ -39,6 +48,8 @@ import { median, round } from '../lib/stats.ts'
 /** Batches of N requests counted per kind; the figure is their median (see the file comment). */
 const BATCHES = 4
 const IDLE_MS = 5000
+/** Idle after each request of a paced batch: its wall time per request is ~5–10× a plain batch's. */
+const PACE_GAP_MS = 100
 import type { PinnedEdgeInput, PinnedEdgeResult } from './edge-pinned.ts'
 
 export const REQUEST_KINDS = ['non_streaming_1kb', 'streaming_1kb', 'non_streaming_100kb'] as const
@@ -53,11 +64,17 @@ type Proxy = (typeof PROXIES)[number]
 export type RequestKind = (typeof REQUEST_KINDS)[number]
 
 export interface KindCount {
-  /** Instructions per request, per batch. */
+  /** Instructions per request, per batch (plain batches, then paced ones), clock-driven work included. */
   repeats: number[]
-  /** Median over the batches, per request. */
+  /** Each batch's wall time per request, ms. */
+  wall_ms: number[]
+  /** Median over the plain batches, clock-driven work included at callgrind's pace. */
+  median_with_clock: number
+  /** Instructions per second of serving (clockSlopeOf over the batches). */
+  clock_per_s: number
+  /** The request's own work: median over all batches of count per request − clock_per_s × wall time. */
   median: number
-  /** (max − min) / median over the batches. */
+  /** (max − min) / median over the batches' own work. */
   spread: number
   /** The same with V8's compiler and GC helper threads included. */
   all_threads_repeats: number[]
@@ -120,23 +137,35 @@ export async function runEdgeInstructions(ctx: BenchContext, input: PinnedEdgeIn
         for (const kind of kindsCounted) {
           const repeats: number[] = []
           const repeatsAll: number[] = []
-          for (let rep = 0; rep < BATCHES; rep++) {
+          const wallMs: number[] = []
+          for (let rep = 0; rep < 2 * BATCHES; rep++) {
+            const paced = rep >= BATCHES
+            const size = paced ? Math.ceil(n / 2) : n
             counter.zero()
             const b0 = performance.now()
-            for (let i = 0; i < n; i++) await send(kind)
+            for (let i = 0; i < size; i++) {
+              await send(kind)
+              if (paced) await sleep(PACE_GAP_MS)
+            }
             const c = counter.dump()
-            ;(batchWallMs[which] ??= []).push((performance.now() - b0) / n)
-            repeats.push(c.main / n)
-            repeatsAll.push(c.all / n)
+            wallMs.push((performance.now() - b0) / size)
+            if (!paced) (batchWallMs[which] ??= []).push(wallMs.at(-1)!)
+            repeats.push(c.main / size)
+            repeatsAll.push(c.all / size)
           }
-          const mid = median(repeats)
+          const clockPerMs = clockSlopeOf(wallMs, repeats, BATCHES)
+          const own = repeats.map((y, i) => y - clockPerMs * wallMs[i]!)
+          const mid = median(own)
           counts[which][kind] = {
             repeats: repeats.map((x) => Math.round(x)),
+            wall_ms: wallMs.map((w) => round(w, 1)),
+            median_with_clock: Math.round(median(repeats.slice(0, BATCHES))),
+            clock_per_s: Math.round(clockPerMs * 1000),
             median: Math.round(mid),
-            spread: round((Math.max(...repeats) - Math.min(...repeats)) / mid, 4),
+            spread: round((Math.max(...own) - Math.min(...own)) / mid, 4),
             all_threads_repeats: repeatsAll.map((x) => Math.round(x)),
           }
-          ctx.log(`instructions: ${which} ${kind}: main thread ${repeats.map((x) => Math.round(x).toLocaleString('en')).join(' / ')} per request; all threads ${repeatsAll.map((x) => Math.round(x).toLocaleString('en')).join(' / ')}`)
+          ctx.log(`instructions: ${which} ${kind}: main thread ${repeats.map((x, i) => `${Math.round(x).toLocaleString('en')} (${wallMs[i]!.toFixed(0)} ms)`).join(' / ')} per request; clock-driven ${Math.round(clockPerMs * 1000).toLocaleString('en')} per s; own work ${Math.round(mid).toLocaleString('en')}`)
         }
         // What the process does with no requests at all (clock-driven work), per second of wall
         // time, and per request at the counted batches' pace: the part of the counts that a native
@@ -161,15 +190,29 @@ export async function runEdgeInstructions(ctx: BenchContext, input: PinnedEdgeIn
   return {
     figures: { instructions_per_request_over_bare: ratio('non_streaming_1kb'), instructions_per_request_over_bare_h2: ratio('non_streaming_1kb', 'bare_h2') },
     raw: {
-      method: `callgrind (main thread; all threads beside it), each proxy bundled (esbuild) and on core 0; ${warm} warm-up requests of each kind, then per kind ${BATCHES} batches of N = ${n} requests one at a time, counters zeroed before each; per request = median over batches of count / N`,
+      method: `callgrind (main thread; all threads beside it), each proxy bundled (esbuild) and on core 0; ${warm} warm-up requests of each kind, then per kind ${BATCHES} batches of N = ${n} requests one at a time and ${BATCHES} of N / 2 with ${PACE_GAP_MS} ms idle after each, counters zeroed before each; clock_per_s = median slope of count / N against wall ms per request between plain and paced batches, at least 0; per request = median over batches of count / N − slope × wall ms per request`,
       per_request: counts,
       idle_per_s: idlePerS,
       wall_ms_per_counted_request: Object.fromEntries(Object.entries(batchWallMs).map(([k, v]) => [k, round(median(v), 1)])),
       edge_over_bare: Object.fromEntries(kindsCounted.map((k) => [k, ratio(k)])),
+      // The previous method's figure: clock-driven work included at callgrind's pace.
+      edge_over_bare_with_clock: Object.fromEntries(kindsCounted.map((k) => [k, round(counts.edge[k]!.median_with_clock / counts.bare[k]!.median_with_clock)])),
       edge_over_bare_h2: Object.fromEntries(kindsCounted.map((k) => [k, ratio(k, 'bare_h2')])),
       bare_h2_over_bare: Object.fromEntries(kindsCounted.map((k) => [k, ratio(k, 'bare', 'bare_h2')])),
       edge_minus_bare: Object.fromEntries(kindsCounted.map((k) => [k, counts.edge[k]!.median - counts.bare[k]!.median])),
     },
     notes,
   }
+}
+
+/**
+ * The clock-driven rate through the batches (Theil–Sen, restricted to pairs of one plain and one
+ * paced batch, whose wall times differ ~10×): the median of the slopes between them, robust to an
+ * odd batch (the first after instrumentation starts often is one); never below 0, as a process
+ * cannot take instructions back.
+ */
+function clockSlopeOf(wallMs: readonly number[], counts: readonly number[], plain: number): number {
+  const slopes: number[] = []
+  for (let p = 0; p < plain; p++) for (let q = plain; q < wallMs.length; q++) slopes.push((counts[q]! - counts[p]!) / (wallMs[q]! - wallMs[p]!))
+  return Math.max(0, median(slopes))
 }
