@@ -37,6 +37,12 @@ export interface EdgeDeps {
   log?: LogLine
   /** Keeps background work alive after the response (Workers' ctx.waitUntil is used when present). */
   waitUntil?: (work: Promise<unknown>) => void
+  /**
+   * The server writes every forwarded event stream that has a relay through it (the Node entry's
+   * own server: proxy/forwarded-response.ts takeRelay), so such a Response is made without a web
+   * body. Off for anything else that reads the Response (app.request, Workers).
+   */
+  relayedStreams?: boolean
   /** Epoch ms; tests may pin it. */
   now?: () => number
   /**

@@ -77,7 +77,8 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
   }
   const redisPool = createUpstashPool(config.upstash.url)
   const requestLog = createBufferedLog()
-  const deps: EdgeDeps = { ...createNodeDeps(config, upstream, redisPool), ...(config.requestLog ? { log: requestLog.log } : {}), waitUntil, ...opts.overrides }
+  // relayedStreams: sendForwarded below takes every forwarded event stream's relay.
+  const deps: EdgeDeps = { ...createNodeDeps(config, upstream, redisPool), ...(config.requestLog ? { log: requestLog.log } : {}), waitUntil, relayedStreams: true, ...opts.overrides }
   const app = createApp(deps)
   const warmUpstreams = async () => {
     const table = await deps.registry.table()

@@ -19,7 +19,7 @@ import { andThen } from '../../../shared/src/maybe-promise.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { RankedNode } from '../routing/pick-node.ts'
 import { forwardedResponse, type ResponseBody } from './forwarded-response.ts'
-import { passThrough, type BodyOutcome, type Relay, type UpstreamBody } from './pass-through.ts'
+import { passThrough, type BodyOutcome, type PipedBody, type Relay, type UpstreamBody } from './pass-through.ts'
 import { resumableBody, type ResumeOutcome } from './resumable-body.ts'
 import { targetUrl } from './target-url.ts'
 
@@ -169,6 +169,8 @@ export interface ForwardDeps {
   resumeNodes?: (exclude: ReadonlySet<string>) => Promise<readonly RankedNode[]>
   /** A continuation is now served by `node` (load and affinity bookkeeping). */
   onResumedOn?: (node: RankedNode) => void
+  /** EdgeDeps.relayedStreams: the server writes every forwarded event stream through its relay. */
+  relayedStreams?: boolean
 }
 
 /** DESIGN.md §4 Resume: at most two continuations per stream, then the shaped error event. */
@@ -235,7 +237,7 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
       }
       if (req.stream && sse && attempt.res.status === 200 && (deps.maxResumes ?? MAX_RESUMES) > 0) return resumingStream(nodes, node, attempt, headers, failed, req, deps)
       const piped = passThrough(attempt.res, { codec: req.codec, sse, now: deps.now })
-      return answered(node, failed, piped.finished, attempt.res.status, headers, piped.readable, sse, piped.relay)
+      return answered(node, failed, piped.finished, attempt.res.status, headers, clientBody(piped, sse, deps), sse, piped.relay)
     }
     failed++
     // A full node is healthy: skip it only as long as it asked (retry-after-ms), not for the
@@ -300,7 +302,15 @@ function resumingStream(nodes: readonly RankedNode[], node: RankedNode, first: E
   const piped = passThrough(body, { codec: req.codec, sse: true, now: deps.now })
   const finished = piped.finished
     .then((o): BodyOutcome => (body.resumes > 0 ? { ...o, resumes: body.resumes } : o))
-  return answered(node, failed, finished, 200, headers, piped.readable, true, piped.relay)
+  return answered(node, failed, finished, 200, headers, clientBody(piped, true, deps), true, piped.relay)
+}
+
+/**
+ * The Response's body: none for an event stream the server will relay (`relayedStreams`), so the
+ * pass-through never makes its web stream; the web stream otherwise.
+ */
+function clientBody(piped: PipedBody, sse: boolean, deps: ForwardDeps): ResponseBody {
+  return sse && piped.relay && deps.relayedStreams ? null : piped.readable
 }
 
 /**

@@ -87,6 +87,7 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
         // A continuation is placed like a new request with its failed nodes gone: the failed
         // holder's prefix went with it, so the key's ring walk (or another node that holds it) decides.
         resumeNodes: async (exclude) => (await place(exclude)).nodes,
+        relayedStreams: deps.relayedStreams,
         onResumedOn: (node) => {
           dispatch?.moveTo(node.id)
           // The continuing node now holds the conversation's prefix (prompt + answer so far).
