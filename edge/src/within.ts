@@ -20,3 +20,22 @@ export async function within<T>(timeoutMs: number, work: () => Promise<T>): Prom
     clearTimeout(timer)
   }
 }
+
+/** How often `pollFor` looks. */
+export const POLL_MS = 2
+
+/**
+ * Waits, on the caller's own timer, for a value another request is producing into plain data:
+ * on Workers a promise settled by one request's I/O may never settle for another, so none is
+ * shared. Looks every POLL_MS while `coming()` says it may still come, for at most `maxMs`;
+ * undefined when it did not (the caller then does the work itself). Counted in polls, not by a
+ * clock, so an injected clock cannot stretch it.
+ */
+export async function pollFor<T>(read: () => T | undefined, coming: () => boolean, maxMs: number): Promise<T | undefined> {
+  for (let polls = Math.ceil(maxMs / POLL_MS); polls > 0 && coming(); polls--) {
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS))
+    const value = read()
+    if (value !== undefined) return value
+  }
+  return undefined
+}

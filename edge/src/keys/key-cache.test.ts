@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { ApiKeyRecord } from '../../../shared/src/api-key.ts'
-import { KeyCache, NEGATIVE_TTL_MS, POSITIVE_TTL_MS, STALE_IF_ERROR_MS, STALE_RETRY_MS } from './key-cache.ts'
+import { KeyCache, NEGATIVE_TTL_MS, POSITIVE_TTL_MS, REFRESH_AHEAD_MS, STALE_IF_ERROR_MS, STALE_RETRY_MS } from './key-cache.ts'
 
 const record: ApiKeyRecord = { id: 'k1', tenant: 't', name: '', rpm: 0, tpm: 0, models: ['*'], created: 0, disabled: false }
 
@@ -16,7 +16,7 @@ function setup() {
       return table.get(h)
     },
   }, () => t)
-  return { cache, calls, advance: (ms: number) => (t += ms), fail: (v: boolean) => (failing = v) }
+  return { cache, calls, table, advance: (ms: number) => (t += ms), fail: (v: boolean) => (failing = v) }
 }
 
 describe('KeyCache', () => {
@@ -41,6 +41,64 @@ describe('KeyCache', () => {
     advance(POSITIVE_TTL_MS)
     expect(cache.fresh('known')).toBeUndefined()
     expect(calls).toEqual(['known', 'nope'])
+  })
+
+  it('refreshes a record used near its expiry in the background, once at a time, so it never expires under use', async () => {
+    const { cache, calls, advance } = setup()
+    await cache.lookup('known')
+    const work: Promise<unknown>[] = []
+    const background = (p: Promise<unknown>) => void work.push(p)
+    // Not yet near its expiry: no refresh.
+    advance(POSITIVE_TTL_MS - REFRESH_AHEAD_MS - 1)
+    expect(cache.fresh('known', background)).toEqual(record)
+    expect(work).toHaveLength(0)
+    // Inside the last REFRESH_AHEAD_MS: answered at once, one refresh started (not one per use).
+    advance(2)
+    expect(cache.fresh('known', background)).toEqual(record)
+    expect(cache.fresh('known', background)).toEqual(record)
+    expect(work).toHaveLength(1)
+    await Promise.all(work)
+    expect(calls).toEqual(['known', 'known'])
+    // Past the first lookup's 30 s the refreshed entry still answers without the store.
+    advance(REFRESH_AHEAD_MS)
+    expect(cache.fresh('known', background)).toEqual(record)
+    expect(calls).toHaveLength(2)
+  })
+
+  it('control: a record not used near its expiry is not refreshed, and expires at 30 s', async () => {
+    const { cache, calls, advance } = setup()
+    await cache.lookup('known')
+    advance(POSITIVE_TTL_MS)
+    expect(cache.fresh('known', () => {})).toBeUndefined()
+    expect(calls).toHaveLength(1)
+  })
+
+  it('a refresh sees a revoked key: it is refused from then on, within the 30 s', async () => {
+    const { cache, table, advance } = setup()
+    await cache.lookup('known')
+    table.delete('known')
+    const work: Promise<unknown>[] = []
+    advance(POSITIVE_TTL_MS - REFRESH_AHEAD_MS + 1)
+    expect(cache.fresh('known', (p) => void work.push(p))).toEqual(record)
+    await Promise.all(work)
+    expect(cache.fresh('known')).toBeUndefined()
+    expect(await cache.lookup('known')).toBeUndefined()
+  })
+
+  it('a failed refresh changes nothing: the entry answers until it expires, then the lookup decides', async () => {
+    const { cache, calls, advance, fail } = setup()
+    await cache.lookup('known')
+    const work: Promise<unknown>[] = []
+    advance(POSITIVE_TTL_MS - REFRESH_AHEAD_MS + 1)
+    fail(true)
+    expect(cache.fresh('known', (p) => void work.push(p))).toEqual(record)
+    await Promise.all(work)
+    expect(cache.fresh('known')).toEqual(record)
+    advance(REFRESH_AHEAD_MS)
+    expect(cache.fresh('known')).toBeUndefined()
+    fail(false)
+    expect(await cache.lookup('known')).toEqual(record)
+    expect(calls).toHaveLength(3)
   })
 
   it('keeps a miss for 5 s', async () => {

@@ -11,6 +11,12 @@
  * got 503s, after seconds, for bodies that were only ever going to be 400s). After a stale answer
  * the store is asked again only after STALE_RETRY_MS. A revocation can thus take up to
  * STALE_IF_ERROR_MS longer, only while the store is failing.
+ *
+ * Refresh ahead: a found record used in the last REFRESH_AHEAD_MS of its 30 s is looked up again
+ * in the background (one lookup per entry at a time; on Workers through the request's waitUntil),
+ * so a busy key's entry never expires under its requests: without it, the burst that found it
+ * expired waited a Redis round trip, and on Workers (no shared promise) made one lookup per
+ * request. A revocation still takes effect within 30 s (the refresh reads the store).
  */
 import type { ApiKeyRecord } from '../../../shared/src/api-key.ts'
 import type { KeyStore } from './key-store.ts'
@@ -26,6 +32,10 @@ export const STALE_IF_ERROR_MS = 5 * 60_000
  * instead of ~45 s, each request waiting 1 s for its stale answer).
  */
 export const STALE_RETRY_MS = 5_000
+/** A found record used this close to its expiry is refreshed in the background. */
+export const REFRESH_AHEAD_MS = 10_000
+/** After a refresh started, the next one waits this long (a failed one leaves the entry as it was). */
+const REFRESH_RETRY_MS = 5_000
 /** Bounds memory under a flood of random keys (each miss is cached). */
 const MAX_ENTRIES = 10_000
 
@@ -35,6 +45,8 @@ interface Entry {
   expiresAtMs: number
   /** Until then it may stand in for a failing store (its first expiry + STALE_IF_ERROR_MS). */
   staleUntilMs: number
+  /** When its last background refresh started (0: none); a successful one replaces the entry. */
+  refreshSinceMs: number
 }
 
 export class KeyCache {
@@ -47,10 +59,29 @@ export class KeyCache {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** The cached record while its entry is fresh; undefined for a miss, an expired entry or a cached "no such key" (ask `lookup`). */
-  fresh(hashHex: string): ApiKeyRecord | undefined {
+  /**
+   * The cached record while its entry is fresh; undefined for a miss, an expired entry or a cached
+   * "no such key" (ask `lookup`). Near its expiry it starts a refresh, handed to `background`.
+   */
+  fresh(hashHex: string, background?: (work: Promise<unknown>) => void): ApiKeyRecord | undefined {
     const hit = this.entries.get(hashHex)
-    return hit && hit.expiresAtMs > this.now() ? hit.record : undefined
+    const t = this.now()
+    if (!hit || hit.expiresAtMs <= t) return undefined
+    if (hit.record && hit.expiresAtMs - t < REFRESH_AHEAD_MS && !(hit.refreshSinceMs !== 0 && t - hit.refreshSinceMs < REFRESH_RETRY_MS)) this.refresh(hashHex, hit, t, background)
+    return hit.record
+  }
+
+  private refresh(hashHex: string, hit: Entry, t: number, background: ((work: Promise<unknown>) => void) | undefined): void {
+    hit.refreshSinceMs = t
+    const work = this.store.lookup(hashHex).then(
+      (record) => {
+        if (this.entries.get(hashHex) === hit) this.remember(hashHex, record, t)
+      },
+      // A failed refresh changes nothing (the entry expires, and the lookup then decides, stale if
+      // error); its start still holds the next one back for REFRESH_RETRY_MS.
+      () => {},
+    )
+    background?.(work)
   }
 
   async lookup(hashHex: string): Promise<ApiKeyRecord | undefined> {
@@ -68,11 +99,16 @@ export class KeyCache {
       }
       throw e
     }
+    this.remember(hashHex, record, t)
+    return record
+  }
+
+  /** Caches the store's answer, asked at `t`. */
+  private remember(hashHex: string, record: ApiKeyRecord | undefined, t: number): void {
     if (this.entries.size >= MAX_ENTRIES) this.evictExpired(t)
     if (this.entries.size >= MAX_ENTRIES) this.entries.clear()
     const expiresAtMs = t + (record ? POSITIVE_TTL_MS : NEGATIVE_TTL_MS)
-    this.entries.set(hashHex, { record, expiresAtMs, staleUntilMs: expiresAtMs + STALE_IF_ERROR_MS })
-    return record
+    this.entries.set(hashHex, { record, expiresAtMs, staleUntilMs: expiresAtMs + STALE_IF_ERROR_MS, refreshSinceMs: 0 })
   }
 
   private evictExpired(t: number): void {

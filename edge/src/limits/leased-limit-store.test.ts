@@ -245,6 +245,90 @@ describe('leased limit store', () => {
     expect(Math.max(...(await burst())) - third).toBeGreaterThanOrEqual(2)
   })
 
+  it('uncoalesced (Workers): a burst on a key busy within the last minute waits for the first call’s lease instead of 64 calls', async () => {
+    let t = 1_000_000
+    const exact = counted(createUpstashLimitStore(redis))
+    const store = createLeasedLimitStore(exact, { ...DEFAULT_LEASE, now: () => t })
+    const id = keyId()
+    await awayFromWindowEdge()
+    const bg = tracker()
+    const burst = async () => {
+      const before = exact.calls
+      const results = await Promise.all(Array.from({ length: 64 }, () => store.requests(id, 1_000_000, { background: bg.background })))
+      expect(results.every((d) => d.success)).toBe(true)
+      await bg.settled()
+      return exact.calls - before
+    }
+    // Control: a quiet key has no lease to wait for, so every request of its first burst asks Redis.
+    expect(await burst()).toBeGreaterThanOrEqual(64)
+    // Seconds later (lease lapsed, key busy within the minute): one call brings the burst's lease,
+    // the other 63 are admitted from it (a refill it starts may make one more call).
+    t += 5000
+    expect(await burst()).toBeLessThanOrEqual(2)
+    expect(await windowCount(id)).toBeGreaterThanOrEqual(128)
+  })
+
+  it('uncoalesced: when the call in flight fails, the requests waiting on it ask Redis themselves', async () => {
+    let t = 1_000_000
+    const real = createUpstashLimitStore(redis)
+    let failNext = false
+    let calls = 0
+    const flaky: LimitStore = {
+      ...real,
+      requests: (...a) => {
+        calls++
+        if (failNext) {
+          failNext = false
+          return new Promise((_, reject) => setTimeout(() => reject(new Error('redis down')), 20))
+        }
+        return real.requests(...a)
+      },
+    }
+    const store = createLeasedLimitStore(flaky, { ...DEFAULT_LEASE, now: () => t })
+    const id = keyId()
+    await awayFromWindowEdge()
+    await Promise.all(Array.from({ length: 16 }, () => store.requests(id, 1_000_000)))
+    t += 5000
+    failNext = true
+    calls = 0
+    const results = await Promise.allSettled(Array.from({ length: 16 }, () => store.requests(id, 1_000_000)))
+    // The first (the failed call) rejects; the 15 behind it waited, then asked Redis again (the
+    // first of them with a lease for the rest, which waited for that one).
+    expect(results.filter((r) => r.status === 'rejected')).toHaveLength(1)
+    expect(results.filter((r) => r.status === 'fulfilled' && r.value.success)).toHaveLength(15)
+    expect(calls).toBeGreaterThanOrEqual(2)
+  })
+
+  it('uncoalesced: a request waits at most burstWaitMs for a call in flight, then asks Redis itself', async () => {
+    let t = 1_000_000
+    const real = createUpstashLimitStore(redis)
+    let hold: (() => void) | undefined
+    const slow: LimitStore = {
+      ...real,
+      requests: async (...a) => {
+        if (!hold) {
+          await new Promise<void>((resolve) => (hold = resolve))
+        }
+        return real.requests(...a)
+      },
+    }
+    const store = createLeasedLimitStore(slow, { ...DEFAULT_LEASE, burstWaitMs: 30, now: () => t })
+    const id = keyId()
+    await awayFromWindowEdge()
+    // Busy once (the first call is held, so release it), then lapsed.
+    const warm = store.requests(id, 1_000_000)
+    hold!()
+    await warm
+    await Promise.all(Array.from({ length: 8 }, () => store.requests(id, 1_000_000)))
+    t += 5000
+    hold = undefined
+    const first = store.requests(id, 1_000_000)
+    const second = await store.requests(id, 1_000_000)
+    expect(second.success).toBe(true)
+    hold!()
+    expect((await first).success).toBe(true)
+  })
+
   it('near the limit, bursts with burst leases never admit more than the limit; each refusal is Redis’s', async () => {
     let t = 1_000_000
     const exact = counted(createUpstashLimitStore(redis))

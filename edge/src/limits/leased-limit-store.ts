@@ -30,7 +30,14 @@
  *   A joint call is made only when the sum is at most half of what Redis last said is left;
  *   near the limit, and when a joint call is refused, each waiter asks Redis alone, so
  *   refusals stay exact.
+ * - Without `coalesce` (Workers), a request that finds the lease empty while this isolate's call
+ *   that brings units is in flight (a burst's first exact call with its lease, or a refill) waits
+ *   for those units instead of asking Redis itself: it looks at the lease every few ms from its
+ *   own timer (within.ts pollFor: plain data, never another request's promise) for at most `burstWaitMs`,
+ *   then (no units came, too few, or the call failed) takes the exact path as before. A burst of
+ *   64 on a busy key thus costs one Redis call per limit instead of 64, which queued in Redis.
  */
+import { pollFor } from '../within.ts'
 import type { Background, LimitDecision, LimitStore } from './rate-limiter.ts'
 
 export interface LeaseOptions {
@@ -43,9 +50,16 @@ export interface LeaseOptions {
   maxEntries?: number
   /** One exact call in flight per key; the requests that arrive meanwhile share the next. */
   coalesce?: boolean
+  /** Without `coalesce`: longest a request waits for the units of a call in flight (default DEFAULT_BURST_WAIT_MS). */
+  burstWaitMs?: number
 }
 
 export const DEFAULT_LEASE: LeaseOptions = { ttlMs: 1000, maxFraction: 1 / 32 }
+/**
+ * Half of the limiter's default timeout (RATE_LIMIT_TIMEOUT_MS, 300 ms): a request that waited
+ * this long for another's call still has time for its own.
+ */
+export const DEFAULT_BURST_WAIT_MS = 150
 
 interface Lease {
   /** Units taken from Redis and not spent yet (valid until expiresAtMs). */
@@ -88,6 +102,7 @@ function inFlight(sinceMs: number, at: number): boolean {
 export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions = DEFAULT_LEASE): LimitStore {
   const now = options.now ?? Date.now
   const maxEntries = options.maxEntries ?? 10_000
+  const burstWaitMs = options.burstWaitMs ?? DEFAULT_BURST_WAIT_MS
   const leases = new Map<string, Lease>()
 
   const leaseOf = (id: string): Lease => {
@@ -145,7 +160,19 @@ export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions 
   const spend = (id: string, limit: number, cost: number, take: Take, background: Background | undefined): LimitDecision | Promise<LimitDecision> => {
     const lease = leaseOf(id)
     noteSpent(lease, cost, now())
-    return fromLease(lease, limit, cost, take, background) ?? (options.coalesce ? coalesced(lease, limit, cost, take, background) : exactly(lease, limit, cost, take, background))
+    const local = fromLease(lease, limit, cost, take, background)
+    if (local) return local
+    if (options.coalesce) return coalesced(lease, limit, cost, take, background)
+    return unitsComing(lease, now()) ? awaitUnits(lease, limit, cost, take, background) : exactly(lease, limit, cost, take, background)
+  }
+
+  /** A call of this isolate that brings units (a burst's lease, a refill) is on its way. */
+  const unitsComing = (lease: Lease, at: number) => inFlight(lease.burstSinceMs, at) || inFlight(lease.refillSinceMs, at)
+
+  /** Waits, on this request's own timer, for the units of the call in flight; else the exact path. */
+  const awaitUnits = async (lease: Lease, limit: number, cost: number, take: Take, background: Background | undefined): Promise<LimitDecision> => {
+    const local = await pollFor(() => fromLease(lease, limit, cost, take, background), () => unitsComing(lease, now()), burstWaitMs)
+    return local ?? exactly(lease, limit, cost, take, background)
   }
 
   const fromLease = (lease: Lease, limit: number, cost: number, take: Take, background: Background | undefined): LimitDecision | undefined => {

@@ -48,7 +48,7 @@ export function authenticateKey(config: EdgeConfig, keys: KeyCache, options: Aut
     if (presented === undefined) {
       throw new ApiError('unauthorized', "Missing API key: send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'.")
     }
-    const byKey = () => andThen(principalForKey(presented, config, keys, digest), (p) => void c.set('principal', p))
+    const byKey = () => andThen(principalForKey(presented, config, keys, digest, c.get('waitUntil')), (p) => void c.set('principal', p))
     if (options.allowAdmin && config.adminToken !== undefined) {
       return secretsEqual(presented, config.adminToken).then((isAdmin) => (isAdmin ? void c.set('principal', adminPrincipal()) : byKey()))
     }
@@ -64,11 +64,11 @@ function presentedKey(authorization: string | undefined, xApiKey: string | undef
 }
 
 /** The key's principal: at once when the digest is synchronous and the record cached (the common case), else after the store. */
-function principalForKey(key: string, config: EdgeConfig, keys: KeyCache, digest: Digest): Principal | Promise<Principal> {
+function principalForKey(key: string, config: EdgeConfig, keys: KeyCache, digest: Digest, background?: (work: Promise<unknown>) => void): Principal | Promise<Principal> {
   // Malformed keys cannot exist in the store: refused without a lookup (and without echoing them).
   if (!isWellFormedApiKey(key)) throw invalidKey()
   const hashed = hashApiKey(key, digest)
-  const cached = typeof hashed === 'string' ? keys.fresh(hashed) : undefined
+  const cached = typeof hashed === 'string' ? keys.fresh(hashed, background) : undefined
   if (cached) return principalOf(cached, config)
   return lookedUp(hashed, keys).then((record) => principalOf(record, config))
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { createNodeRegistry, MARK_DOWN_MS, MAX_TABLE_AGE_MS, TABLE_CACHE_MS } from './node-registry.ts'
+import { createNodeRegistry, MARK_DOWN_MS, MAX_TABLE_AGE_MS, TABLE_CACHE_MS, REGISTRY_TIMEOUT_MS } from './node-registry.ts'
 import { allBusyForMs } from './pick-node.ts'
 
 const row = (id: string, ts: number) => JSON.stringify({ id, url: `http://127.0.0.1:91${id.length}0`, region: id, lat: 0, lon: 0, models: ['tiny'], maxBatch: 8, running: 0, waiting: 0, kvUsedFrac: 0, tokPerSec: 0, draining: false, ts })
@@ -59,9 +59,10 @@ describe('node registry cache', () => {
     expect(table.nodes.map((n) => n.id)).toEqual(['s'])
   })
   // A waiter must not depend on a load another request started (Workers' I/O contexts), unless
-  // the entry asks for shared loads (the Node entry: one long-lived process).
+  // the entry asks for shared loads (the Node entry: one long-lived process); uncoalesced, it
+  // watches for the table that load stores, on its own timer.
   for (const coalesce of [false, true]) {
-    it(`a burst that finds no table makes ${coalesce ? 'one shared load (coalesce)' : 'one load per request'}`, async () => {
+    it(`a burst that finds no table makes one load (${coalesce ? 'shared promise' : 'the others watch for its table'})`, async () => {
       let reads = 0
       let release!: () => void
       const gate = new Promise<void>((resolve) => (release = resolve))
@@ -69,7 +70,20 @@ describe('node registry cache', () => {
       const tables = Promise.all([registry.table(), registry.table(), registry.table()])
       release()
       expect((await tables).map((t) => t.nodes[0].id)).toEqual(['a', 'a', 'a'])
-      expect(reads).toBe(coalesce ? 1 : 3)
+      expect(reads).toBe(1)
     })
   }
+
+  it('uncoalesced: a waiter whose load never stores a table loads one itself, within the registry timeout', async () => {
+    let reads = 0
+    // The first load's answer never comes (on Workers: its request's context went away), and its
+    // within() timeout is out of reach here (a long timeoutMs), so nothing is stored.
+    const registry = createNodeRegistry({ redis: { hgetall: async () => (reads++ === 0 ? new Promise<never>(() => {}) : { a: row('a', 10_000) }) }, fallback: [], now: () => 10_000, timeoutMs: 60_000 })
+    void registry.table()
+    const started = Date.now()
+    const table = await registry.table()
+    expect(table.nodes[0].id).toBe('a')
+    expect(reads).toBe(2)
+    expect(Date.now() - started).toBeLessThan(REGISTRY_TIMEOUT_MS + 500)
+  })
 })

@@ -6,11 +6,14 @@
  * attempt are marked down here for 10 s.
  *
  * Cross-request rule (Workers): only plain data is shared between requests; a refresh promise
- * is awaited by nobody but the request that started it (through waitUntil).
+ * is awaited by nobody but the request that started it (through waitUntil). A request that finds
+ * the table too old while another request's load is on its way waits for that table on its own
+ * timer (within.ts pollFor) before loading one itself: a burst after an idle spell made one
+ * HGETALL per request on Workers (64 for a burst of 64), one in all now.
  */
 import { NodeRow, NODES_KEY } from '../../../shared/src/node-row.ts'
 import type { StaticNode } from '../config.ts'
-import { TIMED_OUT, within } from '../within.ts'
+import { pollFor, TIMED_OUT, within } from '../within.ts'
 import { FRESH_MS, type RoutableNode } from './pick-node.ts'
 
 export { NODES_KEY }
@@ -20,6 +23,8 @@ export const MAX_TABLE_AGE_MS = 3000
 export const MARK_DOWN_MS = 10_000
 /** Longest a read of the table may take (the first request of an isolate waits for it). */
 export const REGISTRY_TIMEOUT_MS = 1000
+/** A load not answered in this long (twice its timeout) no longer holds back the next. */
+const LOAD_LOST_MS = 2 * REGISTRY_TIMEOUT_MS
 
 export interface NodeTable {
   nodes: RoutableNode[]
@@ -56,7 +61,8 @@ export interface NodeRegistryOptions {
   /**
    * Requests that must wait for a table share one load (a long-lived process: the Node entry).
    * Off on Workers, where a promise started by one request's I/O context cannot be relied on from
-   * another (redis/single-flight.ts): each waiting request loads for itself.
+   * another (redis/single-flight.ts): a waiting request watches for the table that load stores
+   * (plain data, its own timer), and loads for itself if none came.
    */
   coalesce?: boolean
 }
@@ -93,16 +99,30 @@ export function createNodeRegistry(opts: NodeRegistryOptions): NodeRegistry {
   }
 
   const fetchTable = (): Promise<NodeTable> => load().then((table) => (cached = table))
+  const usable = (table: NodeTable | undefined): table is NodeTable => table !== undefined && now() - table.fetchedAtMs < MAX_TABLE_AGE_MS
   /** The load in flight, if any: one background refresh at a time, and (coalesce) what waiters share. */
   let inflight: Promise<NodeTable> | undefined
-  const reload = (): Promise<NodeTable> => (inflight ??= fetchTable().finally(() => (inflight = undefined)))
+  let loadingSinceMs = 0
+  /** A load is on its way; one unanswered after LOAD_LOST_MS is taken as lost (on Workers its request may be gone). */
+  const loading = () => inflight !== undefined && now() - loadingSinceMs < LOAD_LOST_MS
+  const reload = (): Promise<NodeTable> => {
+    if (inflight && loading()) return inflight
+    loadingSinceMs = now()
+    const mine: Promise<NodeTable> = fetchTable().finally(() => {
+      if (inflight === mine) inflight = undefined
+    })
+    return (inflight = mine)
+  }
 
   return {
     async table(waitUntil) {
       // No table, or one so old that its heartbeats would all read as stale (an isolate that sat
       // idle): wait for a fresh one rather than route on it.
-      if (!cached || now() - cached.fetchedAtMs >= MAX_TABLE_AGE_MS) return annotate(await (opts.coalesce ? reload() : fetchTable()))
-      if (now() - cached.fetchedAtMs >= TABLE_CACHE_MS && !inflight) {
+      if (!usable(cached)) {
+        if (opts.coalesce || !loading()) return annotate(await reload())
+        return annotate((await pollFor(() => (usable(cached) ? cached : undefined), loading, REGISTRY_TIMEOUT_MS)) ?? (await fetchTable()))
+      }
+      if (now() - cached.fetchedAtMs >= TABLE_CACHE_MS && !loading()) {
         const refresh = reload()
         if (waitUntil) waitUntil(refresh)
       }
