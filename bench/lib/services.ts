@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { freePort, startRedis, type RedisProcess } from '../../infra/local/redis-process.ts'
+import { DEFAULT_EDGE_KIND, type EdgeKind } from '../../infra/local/stack-config.ts'
 import { MALLOC_ENV, spawnProc, waitUntil, type Proc } from './procs.ts'
 
 const TSX = ['--import', 'tsx']
@@ -178,13 +179,13 @@ export async function startNodeEdge(env: Record<string, string>, opts: ProxyProc
 
 export interface WranglerDevOptions {
   /**
-   * `npm start`'s default (false): wrangler's dev engine with the DevTools inspector off
-   * (infra/local/wrangler-dev-cli.ts); true: plain `wrangler dev`, inspector on — the set-up whose
-   * concurrent streams stall (edge/README.md), kept as the control.
+   * The local Workers set-up, as `npm start --edge` names it (default: npm start's,
+   * DEFAULT_EDGE_KIND): `miniflare` (Miniflare's API directly, infra/local/miniflare-edge-cli.ts),
+   * `wrangler` (wrangler's dev engine, DevTools inspector off: infra/local/wrangler-dev-cli.ts),
+   * `wrangler-inspector` (plain `wrangler dev`, inspector on: the set-up whose concurrent streams
+   * stall, edge/README.md).
    */
-  inspector?: boolean
-  /** Miniflare's API directly, no ProxyWorker in front (infra/local/miniflare-edge-cli.ts). */
-  miniflare?: boolean
+  kind?: Exclude<EdgeKind, 'node'>
   /** A wrangler config other than the repo's (the bare proxy Worker, bench/probe/bare-worker/). */
   config?: string
   name?: string
@@ -192,7 +193,7 @@ export interface WranglerDevOptions {
 
 /**
  * The local Workers edge offline, as infra/local/stack.ts runs it (env file with single-quoted
- * values): by default the stack's default kind, or plain `wrangler dev` with `inspector: true`.
+ * values): by default the stack's default kind.
  */
 export async function startWranglerDev(env: Record<string, string>, opts: WranglerDevOptions = {}): Promise<EdgeProc> {
   const dir = mkdtempSync(join(tmpdir(), 'zl-bench-wrangler-'))
@@ -201,12 +202,14 @@ export async function startWranglerDev(env: Record<string, string>, opts: Wrangl
   writeFileSync(envFile, Object.entries(env).map(([k, v]) => `${k}='${v}'`).join('\n') + '\n')
   const port = await freePort()
   const common = ['--ip', '127.0.0.1', '--port', String(port), '--persist-to', join(dir, 'state'), '--env-file', envFile, ...(opts.config ? ['--config', opts.config] : [])]
-  const args = opts.miniflare
-    ? [...TSX, 'infra/local/miniflare-edge-cli.ts', ...common, '--no-watch']
-    : opts.inspector
-      ? ['node_modules/wrangler/bin/wrangler.js', 'dev', ...common, '--log-level', 'warn', '--inspector-port', String(await freePort()), '--show-interactive-dev-session=false']
-      : [...TSX, 'infra/local/wrangler-dev-cli.ts', ...common, '--log-level', 'warn', '--no-watch']
-  const proc = spawnProc(opts.name ?? (opts.miniflare ? 'miniflare-edge' : opts.inspector ? 'wrangler-dev-inspector' : 'wrangler-dev'), process.execPath, args, { env: { CLOUDFLARE_CF_FETCH_ENABLED: 'false', WRANGLER_SEND_METRICS: 'false' } })
+  const kind = opts.kind ?? DEFAULT_EDGE_KIND
+  const args =
+    kind === 'miniflare'
+      ? [...TSX, 'infra/local/miniflare-edge-cli.ts', ...common, '--no-watch']
+      : kind === 'wrangler-inspector'
+        ? ['node_modules/wrangler/bin/wrangler.js', 'dev', ...common, '--log-level', 'warn', '--inspector-port', String(await freePort()), '--show-interactive-dev-session=false']
+        : [...TSX, 'infra/local/wrangler-dev-cli.ts', ...common, '--log-level', 'warn', '--no-watch']
+  const proc = spawnProc(opts.name ?? `${kind}-edge`, process.execPath, args, { env: { CLOUDFLARE_CF_FETCH_ENABLED: 'false', WRANGLER_SEND_METRICS: 'false' } })
   const url = `http://127.0.0.1:${port}`
   try {
     await Promise.race([

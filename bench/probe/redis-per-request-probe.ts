@@ -25,7 +25,7 @@ try {
   const edgeEnv: Record<string, string> = { ...benchEdgeEnv(upstash, secret, [{ id: 'bench-node', url: node.url, model: node.model }]), ...extra }
   const edges: Record<string, string> = {}
   const ne = await startNodeEdge(edgeEnv); stops.push(() => ne.stop()); edges['node-edge'] = ne.url
-  const mf = await startWranglerDev(edgeEnv, { miniflare: true }); stops.push(() => mf.stop()); edges.miniflare = mf.url
+  const mf = await startWranglerDev(edgeEnv, { kind: 'miniflare' }); stops.push(() => mf.stop()); edges.miniflare = mf.url
   const port = upstash.redis.port
   const stats = () => Object.fromEntries(execFileSync('redis-cli', ['-p', String(port), 'info', 'commandstats'], { encoding: 'utf8' }).split('\n').filter((l) => l.startsWith('cmdstat_')).map((l) => [l.split(':')[0]!.slice(8), Number(/calls=(\d+)/.exec(l)![1])]))
   const prompt = chatPromptOfLength('models/tiny', 32)

@@ -5,11 +5,11 @@
  * - Streams at concurrency 8: eight 400-token streams (`ignore_eos`) sent at once; the client-side
  *   gap between consecutive text frames of every stream (bench/load/client.ts `gapsMs`); per
  *   round, p50 and max over all gaps; the figures are medians over rounds. Targets, order rotated
- *   per round: the Node edge, `npm start`'s default Workers edge (wrangler's dev engine, DevTools
- *   inspector off), and as controls plain `wrangler dev` (inspector on: the set-up that stalled),
- *   our Worker on Miniflare directly (`--edge miniflare`: no wrangler ProxyWorker in front), and a
- *   Worker that only proxies (bench/probe/bare-worker/) under all of them — a stall it shows too is
- *   the runtime's, not ours.
+ *   per round: the Node edge, `npm start`'s default Workers edge (our Worker on Miniflare directly:
+ *   no wrangler ProxyWorker in front), and as controls wrangler's dev engine (`--edge wrangler`,
+ *   DevTools inspector off: the ProxyWorker hop), plain `wrangler dev` (inspector on: the set-up
+ *   that stalled), and a Worker that only proxies (bench/probe/bare-worker/) under all of them — a
+ *   stall it shows too is the runtime's, not ours.
  * - Concurrency 64: per round, each edge (order rotated) gets a closed loop of 64 clients for a
  *   fixed number of short streams; `wrangler_over_node_p99_c64` = p99 TTFB through the default
  *   Workers edge ÷ p99 TTFB through the Node edge, same requests, median over rounds. Plain
@@ -53,10 +53,10 @@ export interface EdgeStreamsInput {
   controls?: readonly ControlTarget[]
 }
 
-type ControlTarget = 'wrangler-inspector' | 'bare-wrangler' | 'bare-wrangler-inspector' | 'miniflare' | 'bare-miniflare'
+type ControlTarget = 'wrangler-inspector' | 'bare-wrangler' | 'bare-wrangler-inspector' | 'dev-engine' | 'bare-dev-engine'
 type Target = 'node-edge' | 'wrangler' | ControlTarget
 /** The bare Worker gets signed requests straight through to the node; the edges get the API key. */
-const SIGNED: ReadonlySet<Target> = new Set(['bare-wrangler', 'bare-wrangler-inspector', 'bare-miniflare'])
+const SIGNED: ReadonlySet<Target> = new Set(['bare-wrangler', 'bare-wrangler-inspector', 'bare-dev-engine'])
 
 interface StreamRound {
   gap_p50_ms: number
@@ -81,15 +81,15 @@ export async function runEdgeStreams(i: EdgeStreamsInput): Promise<EdgeStreamsRe
   const started: EdgeProc[] = []
   try {
     const origins: Partial<Record<Target, string>> = { 'node-edge': i.nodeEdgeUrl, ...(i.wranglerUrl ? { wrangler: i.wranglerUrl } : {}) }
-    ctx.log('edge streams: starting the controls (plain wrangler dev, Miniflare directly, and the bare proxy Worker under each)')
+    ctx.log("edge streams: starting the controls (wrangler's dev engine, plain wrangler dev, and the bare proxy Worker under each and the default)")
     const bare = 'bench/probe/bare-worker/wrangler.toml'
     const controls: Array<[ControlTarget, () => Promise<EdgeProc>]> = [
-      ['wrangler-inspector', () => startWranglerDev(i.edgeEnv, { inspector: true })],
+      ['wrangler-inspector', () => startWranglerDev(i.edgeEnv, { kind: 'wrangler-inspector' })],
       ['bare-wrangler', () => startWranglerDev({ UPSTREAM: i.node.url }, { config: bare, name: 'bare-worker' })],
-      ['bare-wrangler-inspector', () => startWranglerDev({ UPSTREAM: i.node.url }, { config: bare, name: 'bare-worker-inspector', inspector: true })],
-      // Miniflare's API directly (no ProxyWorker hop), our Worker and the bare one.
-      ['miniflare', () => startWranglerDev(i.edgeEnv, { miniflare: true })],
-      ['bare-miniflare', () => startWranglerDev({ UPSTREAM: i.node.url }, { config: bare, name: 'bare-miniflare', miniflare: true })],
+      ['bare-wrangler-inspector', () => startWranglerDev({ UPSTREAM: i.node.url }, { config: bare, name: 'bare-worker-inspector', kind: 'wrangler-inspector' })],
+      // wrangler's dev engine (its ProxyWorker hop in front), our Worker and the bare one.
+      ['dev-engine', () => startWranglerDev(i.edgeEnv, { kind: 'wrangler' })],
+      ['bare-dev-engine', () => startWranglerDev({ UPSTREAM: i.node.url }, { config: bare, name: 'bare-dev-engine', kind: 'wrangler' })],
     ]
     for (const [t, start] of controls.filter(([t]) => !i.controls || i.controls.includes(t))) {
       try {
@@ -148,7 +148,7 @@ export async function runEdgeStreams(i: EdgeStreamsInput): Promise<EdgeStreamsRe
     const c64Targets = targets.filter((t) => t !== 'bare-wrangler-inspector')
     const c64: Partial<Record<Target, Array<{ ttfb_p50_ms: number; ttfb_p99_ms: number; ok: number; errors: number; wall_s: number }>>> = {}
     const ratios: number[] = []
-    const miniflareRatios: number[] = []
+    const devEngineRatios: number[] = []
     // Ours ÷ a Worker that only proxies, under the same set-up: what our Worker adds to the runtime's own p99.
     const overBare: number[] = []
     for (let r = 0; r < c64Rounds; r++) {
@@ -163,7 +163,7 @@ export async function runEdgeStreams(i: EdgeStreamsInput): Promise<EdgeStreamsRe
         await sleep(200)
       }
       if (p99.wrangler !== undefined && p99['node-edge']) ratios.push(p99.wrangler / p99['node-edge'])
-      if (p99.miniflare !== undefined && p99['node-edge']) miniflareRatios.push(p99.miniflare / p99['node-edge'])
+      if (p99['dev-engine'] !== undefined && p99['node-edge']) devEngineRatios.push(p99['dev-engine'] / p99['node-edge'])
       if (p99.wrangler !== undefined && p99['bare-wrangler']) overBare.push(p99.wrangler / p99['bare-wrangler'])
       ctx.log(`c64 round ${r + 1}/${c64Rounds}: TTFB p99 ${c64Targets.map((t) => `${t} ${p99[t]?.toFixed(0)} ms`).join(', ')}`)
     }
@@ -193,20 +193,20 @@ export async function runEdgeStreams(i: EdgeStreamsInput): Promise<EdgeStreamsRe
         method: `${STREAMS} concurrent ${STREAM_TOKENS}-token streams (ignore_eos) per target per round, ${streamRounds} rounds; c64: closed loop of 64 clients, ${c64Requests} ${C64_TOKENS}-token streams per target per round, ${c64Rounds} rounds`,
         set_ups: {
           'node-edge': 'edge/src/entries/node.ts',
-          wrangler: "npm start's default: wrangler's dev engine (unstable_startWorker), DevTools inspector off (infra/local/wrangler-dev-cli.ts)",
-          'wrangler-inspector': 'plain `wrangler dev` (inspector on), the old default',
+          wrangler: "npm start's default: Miniflare's API directly on wrangler's build and config (infra/local/miniflare-edge-cli.ts)",
+          'wrangler-inspector': 'plain `wrangler dev` (inspector on), the first default',
           'bare-wrangler': 'bench/probe/bare-worker (return fetch(upstream)) under the default set-up',
           'bare-wrangler-inspector': 'the bare Worker under plain `wrangler dev`',
-          miniflare: "Miniflare's API directly on wrangler's build and config (infra/local/miniflare-edge-cli.ts)",
-          'bare-miniflare': 'the bare Worker under Miniflare directly',
+          'dev-engine': "wrangler's dev engine (unstable_startWorker), DevTools inspector off (infra/local/wrangler-dev-cli.ts): `--edge wrangler`, npm start's default until 2026-12-04",
+          'bare-dev-engine': "the bare Worker under wrangler's dev engine",
         },
         streams_c8: Object.fromEntries(Object.entries(streams).map(([t, rows]) => [t, { gap_p50_ms: round(median(rows.map((x) => x.gap_p50_ms))), gap_max_ms: round(median(rows.map((x) => x.gap_max_ms))), rounds: rows }])),
         c64: Object.fromEntries(Object.entries(c64).map(([t, rows]) => [t, { ttfb_p99_ms: round(median(rows.map((x) => x.ttfb_p99_ms))), rounds: rows }])),
         wrangler_over_node_p99_c64_per_round: ratios.map((x) => round(x)),
-        miniflare_over_node_p99_c64_per_round: miniflareRatios.map((x) => round(x)),
-        miniflare_over_node_p99_c64: miniflareRatios.length ? round(median(miniflareRatios)) : null,
-        miniflare_stream_gap_max_over_node_c8: (() => {
-          const m = med('miniflare', (x) => x.gap_max_ms)
+        dev_engine_over_node_p99_c64_per_round: devEngineRatios.map((x) => round(x)),
+        dev_engine_over_node_p99_c64: devEngineRatios.length ? round(median(devEngineRatios)) : null,
+        dev_engine_stream_gap_max_over_node_c8: (() => {
+          const m = med('dev-engine', (x) => x.gap_max_ms)
           return m !== null && nodeMax ? round(m / nodeMax) : null
         })(),
         wrangler_over_bare_worker_p99_c64_per_round: overBare.map((x) => round(x)),

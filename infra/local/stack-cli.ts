@@ -1,10 +1,16 @@
 /**
- * `npm start [-- --regions N] [--nodes-per-region N] [--edge wrangler|miniflare|wrangler-inspector|node] [--model DIR] [--wan] [--rtt A:B=MS,…]`: the whole local stack in the
+ * `npm start [-- --regions N] [--nodes-per-region N] [--edge miniflare|wrangler|wrangler-inspector|node] [--model DIR] [--wan] [--rtt A:B=MS,…]`: the whole local stack in the
  * foreground. Ctrl-C stops everything; a critical service dying stops everything with the reason.
  */
 import { LOCAL, stackNodes, type StackOptions } from './stack-config.ts'
 import { parseStackFlags } from './stack-flags.ts'
 import { EDGE_DESCRIPTION, startStack, type RunningStack } from './stack.ts'
+
+/** The edge kinds slower than the default, said under the edge line (edge/README.md "wrangler dev and streams"). */
+const SLOWER: Partial<Record<StackOptions['edge'], string>> = {
+  wrangler: '              every request also crosses wrangler\'s ProxyWorker: at 64 concurrent streams TTFB p50 2-3x the default\'s (no --edge)\n',
+  'wrangler-inspector': '              concurrent streams stall for seconds under the DevTools inspector: use it for a debugger only\n',
+}
 
 function banner(opts: StackOptions, stack: RunningStack): string {
   const model = opts.modelDir.replace(/\/+$/, '').split('/').pop()
@@ -17,7 +23,7 @@ function banner(opts: StackOptions, stack: RunningStack): string {
   return `
 zerolayer local stack is up
   edge        ${url}   (${EDGE_DESCRIPTION[opts.edge]})
-${opts.edge === 'node' ? '' : '              at 64 concurrent streams its TTFB p99 is 2-3x the Node edge\'s (`--edge node`): edge/README.md\n'}  dashboard   ${url}/dashboard
+${SLOWER[opts.edge] ?? ''}  dashboard   ${url}/dashboard
   nodes       ${nodes}
   WAN         ${wan.length > 0 ? wan.join('\n              ') : 'off: every node direct (--wan for real RTTs between regions)'}
   dev API key ${opts.devApiKey}   (tenant "dev")

@@ -44,7 +44,7 @@ describe('stack layout', () => {
 
 describe('parseStackFlags', () => {
   it('reads --nodes-per-region (default 1) beside the other flags', () => {
-    expect(parseStackFlags([], {})).toMatchObject({ regions: 3, nodesPerRegion: 1, edge: 'wrangler', modelDir: 'models/tiny', devApiKey: LOCAL.devApiKey })
+    expect(parseStackFlags([], {})).toMatchObject({ regions: 3, nodesPerRegion: 1, edge: 'miniflare', modelDir: 'models/tiny', devApiKey: LOCAL.devApiKey })
     expect(parseStackFlags(['--nodes-per-region', '2', '--regions', '1', '--edge', 'node'], { DEV_API_KEY: 'zl-x' })).toMatchObject({ regions: 1, nodesPerRegion: 2, edge: 'node', devApiKey: 'zl-x' })
     expect(() => parseStackFlags(['--nodes-per-region', '0'], {})).toThrow('--nodes-per-region')
     expect(() => parseStackFlags(['--nodes-per-region', '9'], {})).toThrow('--nodes-per-region')
@@ -56,11 +56,10 @@ describe('parseStackFlags', () => {
     expect(() => parseStackFlags(['--node-nice', '20'], {})).toThrow('--node-nice')
   })
 
-  it("defaults to the Workers edge without DevTools (plain wrangler dev stalls streams); --edge wrangler-inspector is plain wrangler dev", () => {
-    expect(parseStackFlags([], {}).edge).toBe('wrangler')
+  it("defaults to the Workers edge on Miniflare directly (no ProxyWorker hop); --edge wrangler is wrangler's dev engine, --edge wrangler-inspector plain wrangler dev", () => {
+    expect(parseStackFlags([], {}).edge).toBe('miniflare')
+    expect(parseStackFlags(['--edge', 'wrangler'], {}).edge).toBe('wrangler')
     expect(parseStackFlags(['--edge', 'wrangler-inspector'], {}).edge).toBe('wrangler-inspector')
-    // The same Worker on Miniflare directly (no ProxyWorker hop), an option beside the default.
-    expect(parseStackFlags(['--edge', 'miniflare'], {}).edge).toBe('miniflare')
     expect(() => parseStackFlags(['--edge', 'workerd'], {})).toThrow('--edge')
   })
 })

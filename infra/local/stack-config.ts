@@ -47,6 +47,13 @@ export const MAX_NODES_PER_REGION = 8
 
 export const EDGE_KINDS = ['wrangler', 'miniflare', 'wrangler-inspector', 'node'] as const
 export type EdgeKind = (typeof EDGE_KINDS)[number]
+/**
+ * `npm start`'s edge: the Worker on Miniflare directly (wrangler's build and wrangler.toml, no
+ * ProxyWorker hop). Under wrangler's dev engine (`wrangler`) every request also crosses
+ * wrangler's ProxyWorker, a second workerd: at 64 concurrent streams TTFB p50 was 2–3× and p99
+ * 1.1–1.7× what the same Worker had on Miniflare alone (edge/README.md "wrangler dev and streams").
+ */
+export const DEFAULT_EDGE_KIND: EdgeKind = 'miniflare'
 
 export interface StackOptions {
   /** How many of REGIONS to run (1..REGIONS.length; more reuse the list with new ports). */
@@ -54,10 +61,10 @@ export interface StackOptions {
   /** GPU nodes per region (default 1), each with its own port and node id: cache-affine routing spreads conversations over them. */
   nodesPerRegion?: number
   /**
-   * `wrangler`: the Worker under wrangler's dev engine with the DevTools inspector off (the
-   * default: plain `wrangler dev` stalls concurrent streams, infra/local/wrangler-dev.ts);
-   * `miniflare`: the same Worker on Miniflare's API directly, with wrangler's build and config
-   * reading but no ProxyWorker in front (infra/local/miniflare-edge.ts);
+   * `miniflare` (DEFAULT_EDGE_KIND): the Worker on Miniflare's API directly, with wrangler's build
+   * and config reading but no ProxyWorker in front (infra/local/miniflare-edge.ts); `wrangler`:
+   * the same Worker under wrangler's dev engine with the DevTools inspector off (plain `wrangler
+   * dev` stalls concurrent streams, infra/local/wrangler-dev.ts);
    * `wrangler-inspector`: plain `wrangler dev`, DevTools on, streams stall; `node`: the Node entry.
    */
   edge: EdgeKind

@@ -1,17 +1,17 @@
 /**
- * `npm start`'s flags (`--regions N`, `--nodes-per-region N`, `--edge wrangler|miniflare|wrangler-inspector|node`, `--model DIR`,
+ * `npm start`'s flags (`--regions N`, `--nodes-per-region N`, `--edge miniflare|wrangler|wrangler-inspector|node`, `--model DIR`,
  * `--wan`, `--rtt us-east:eu-west=70[,…]`: stack-wan.ts, `--node-nice N`: the GPU nodes' CPU priority, default 10, 0 off) and
  * dev credentials from the environment → StackOptions, parsed once with zod.
  */
 import { parseArgs } from 'node:util'
 import { z } from 'zod'
-import { EDGE_KINDS, LOCAL, MAX_NODES_PER_REGION, REGIONS, regionsFor, type StackOptions } from './stack-config.ts'
+import { DEFAULT_EDGE_KIND, EDGE_KINDS, LOCAL, MAX_NODES_PER_REGION, REGIONS, regionsFor, type StackOptions } from './stack-config.ts'
 import { parseWanFlags } from './stack-wan.ts'
 
 const Flags = z.object({
   regions: z.coerce.number().int().min(1).max(9).default(REGIONS.length),
   'nodes-per-region': z.coerce.number().int().min(1).max(MAX_NODES_PER_REGION).default(1),
-  edge: z.enum(EDGE_KINDS).default('wrangler'),
+  edge: z.enum(EDGE_KINDS).default(DEFAULT_EDGE_KIND),
   model: z.string().min(1).default('models/tiny'),
   // stack-config.ts nodeNice: the simulated edge keeps the CPU a separate machine would give it.
   'node-nice': z.coerce.number().int().min(0).max(19).default(10),

@@ -115,8 +115,8 @@ function nodeSpec(opts: StackOptions, n: StackNode): ServiceSpec {
 
 /** What each edge kind is, in the stack's status lines and banner. */
 export const EDGE_DESCRIPTION: Record<EdgeKind, string> = {
-  wrangler: "the edge under wrangler's dev engine (workerd, DevTools inspector off)",
-  miniflare: "the edge on Miniflare directly (workerd, wrangler's build and config, no ProxyWorker hop)",
+  miniflare: "the Workers edge on Miniflare directly (workerd, wrangler's build and wrangler.toml, no ProxyWorker hop)",
+  wrangler: "the edge under wrangler's dev engine (workerd behind wrangler's ProxyWorker, DevTools inspector off)",
   'wrangler-inspector': 'the edge under wrangler dev with its DevTools inspector (concurrent streams stall: edge/README.md)',
   node: 'the Node edge',
 }
@@ -133,8 +133,9 @@ function wranglerSpec(opts: StackOptions, stateDir: string): ServiceSpec {
     // `--log-level log`: wrangler prints the Worker's console.log (the edge's request log lines)
     // only at its `log` level or above; at `warn` they were dropped before reaching edge.log.
     // `log` also brings wrangler's own `[wrangler:info]` lines (method, path, status).
-    // The default kind runs wrangler's dev engine without the inspector (wrangler-dev.ts: with it,
-    // concurrent streams stall); `wrangler-inspector` is plain `wrangler dev`, for a debugger.
+    // The default kind is Miniflare directly (miniflare-edge.ts: no ProxyWorker hop); `wrangler`
+    // is wrangler's dev engine without the inspector (wrangler-dev.ts: with it, concurrent streams
+    // stall); `wrangler-inspector` is plain `wrangler dev`, for a debugger.
     args:
       opts.edge === 'wrangler-inspector'
         ? [

@@ -6,12 +6,12 @@
  */
 import { readFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { EDGE_KINDS, type EdgeKind } from '../../infra/local/stack-config.ts'
+import { DEFAULT_EDGE_KIND, EDGE_KINDS, type EdgeKind } from '../../infra/local/stack-config.ts'
 import { edgePost } from './support/clients.ts'
 import { pollUntil, startTestStack, type TestStack } from './support/stack.ts'
 
-/** `ZL_EDGE_LOG_KIND=miniflare` checks the same on the Miniflare edge (default: npm start's). */
-const KIND = (process.env.ZL_EDGE_LOG_KIND ?? 'wrangler') as EdgeKind
+/** `ZL_EDGE_LOG_KIND=wrangler` checks the same under wrangler's dev engine (default: npm start's edge). */
+const KIND = (process.env.ZL_EDGE_LOG_KIND ?? DEFAULT_EDGE_KIND) as EdgeKind
 if (!EDGE_KINDS.includes(KIND) || KIND === 'node') throw new Error(`ZL_EDGE_LOG_KIND must be a Workers edge kind, got ${KIND}`)
 
 let stack: TestStack

@@ -11,14 +11,14 @@
  * plain `wrangler dev`, where it fails.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { EDGE_KINDS, type EdgeKind } from '../../infra/local/stack-config.ts'
+import { DEFAULT_EDGE_KIND, EDGE_KINDS, type EdgeKind } from '../../infra/local/stack-config.ts'
 import { edgePost } from './support/clients.ts'
 import { startTestStack, type TestStack } from './support/stack.ts'
 
 const STREAMS = 8
 const TOKENS = 400
 const STALL_FLOOR_MS = 2000
-const KIND = (process.env.ZL_EDGE_STREAMS_KIND ?? 'wrangler') as EdgeKind
+const KIND = (process.env.ZL_EDGE_STREAMS_KIND ?? DEFAULT_EDGE_KIND) as EdgeKind
 if (!EDGE_KINDS.includes(KIND) || KIND === 'node') throw new Error(`ZL_EDGE_STREAMS_KIND must be a Workers edge kind, got ${KIND}`)
 
 let stack: TestStack

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from '@upstash/redis'
 import { freePort } from '../../../infra/local/redis-process.ts'
-import { edgeEnv, LOCAL, REGIONS, stackRegions, type EdgeKind, type Region, type StackOptions } from '../../../infra/local/stack-config.ts'
+import { DEFAULT_EDGE_KIND, edgeEnv, LOCAL, REGIONS, stackRegions, type EdgeKind, type Region, type StackOptions } from '../../../infra/local/stack-config.ts'
 import { startStack, type RunningStack } from '../../../infra/local/stack.ts'
 import type { WanOptions } from '../../../infra/local/stack-config.ts'
 import { Metrics, pollUntil } from '../../node/gpu-node-process.ts'
@@ -72,7 +72,7 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
   const opts: StackOptions = {
     regions,
     nodesPerRegion,
-    edge: options.edge ?? 'wrangler',
+    edge: options.edge ?? DEFAULT_EDGE_KIND,
     modelDir: 'models/tiny',
     devApiKey: LOCAL.devApiKey,
     adminToken: LOCAL.adminToken,
