@@ -13,7 +13,7 @@
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
-import { EDGE_KINDS } from '../infra/local/stack-config.ts'
+import { DEFAULT_EDGE_KIND, EDGE_KINDS } from '../infra/local/stack-config.ts'
 import { pollUntil, startTestStack } from '../test/e2e/support/stack.ts'
 import { benchAgent, sendRequest, type RequestRecord } from './load/client.ts'
 import { buildBody } from './load/dialects.ts'
@@ -21,10 +21,10 @@ import { closedLoop, openLoop } from './load/generators.ts'
 import { processCpuSeconds } from './lib/procs.ts'
 import { percentile, poissonArrivals } from './lib/stats.ts'
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '60' }, factor: { type: 'string', default: '3' }, edge: { type: 'string', default: 'wrangler' }, regions: { type: 'string', default: '3' }, 'queue-wait-ms': { type: 'string', default: '10000' }, 'node-nice': { type: 'string', default: '10' } } })
+const { values } = parseArgs({ options: { seconds: { type: 'string', default: '60' }, factor: { type: 'string', default: '3' }, edge: { type: 'string', default: DEFAULT_EDGE_KIND }, regions: { type: 'string', default: '3' }, 'queue-wait-ms': { type: 'string', default: '10000' }, 'node-nice': { type: 'string', default: '10' } } })
 const seconds = Number(values.seconds)
 const factor = Number(values.factor)
-const edgeKind = EDGE_KINDS.find((k) => k === values.edge) ?? 'wrangler'
+const edgeKind = EDGE_KINDS.find((k) => k === values.edge) ?? DEFAULT_EDGE_KIND
 
 /** Resident memory (MiB) and CPU time so far (s, user + system) of a process and each of its descendants (from /proc). */
 function processTree(pid: number | undefined): Array<{ pid: number; name: string; mib: number; cpuS: number }> {
