@@ -5,7 +5,7 @@
  * {"msg":"gc-trace written"}. No product hook: the observer is the process's own.
  */
 import { writeFileSync } from 'node:fs'
-import { constants, PerformanceObserver, performance } from 'node:perf_hooks'
+import { constants, PerformanceObserver, performance, type PerformanceEntry } from 'node:perf_hooks'
 
 const out = process.env.GC_TRACE_OUT
 if (!out) throw new Error('GC_TRACE_OUT is required')
@@ -17,7 +17,10 @@ const KINDS: Record<number, string> = {
 }
 const events: Array<{ atMs: number; ms: number; kind: string }> = []
 new PerformanceObserver((list) => {
-  for (const e of list.getEntries()) events.push({ atMs: performance.timeOrigin + e.startTime, ms: e.duration, kind: KINDS[(e.detail as { kind: number }).kind] ?? 'other' })
+  // Node's gc entries carry `detail.kind`; @types/node types them as plain PerformanceEntry.
+  for (const e of list.getEntries() as Array<PerformanceEntry & { detail?: { kind: number } }>) {
+    events.push({ atMs: performance.timeOrigin + e.startTime, ms: e.duration, kind: KINDS[e.detail?.kind ?? -1] ?? 'other' })
+  }
 }).observe({ entryTypes: ['gc'] })
 process.on('SIGUSR2', () => {
   writeFileSync(out, JSON.stringify(events.splice(0)))
