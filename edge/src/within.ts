@@ -21,6 +21,11 @@ export async function within<T>(timeoutMs: number, work: () => Promise<T>): Prom
   }
 }
 
+/** Whether something that started at `sinceMs` (0: nothing started) is less than `forMs` old at `at`. */
+export function startedWithin(sinceMs: number, at: number, forMs: number): boolean {
+  return sinceMs !== 0 && at - sinceMs < forMs
+}
+
 /** How often `pollFor` looks. */
 export const POLL_MS = 2
 

@@ -50,8 +50,9 @@ export type EdgeKind = (typeof EDGE_KINDS)[number]
 /**
  * `npm start`'s edge: the Worker on Miniflare directly (wrangler's build and wrangler.toml, no
  * ProxyWorker hop). Under wrangler's dev engine (`wrangler`) every request also crosses
- * wrangler's ProxyWorker, a second workerd: at 64 concurrent streams TTFB p50 was 2–3× and p99
- * 1.1–1.7× what the same Worker had on Miniflare alone (edge/README.md "wrangler dev and streams").
+ * wrangler's ProxyWorker, a second workerd: at 64 concurrent streams TTFB p50 was 2.2–2.6× and
+ * p99 1.0–1.4× (medians of rounds, three runs) what the same Worker had on Miniflare alone
+ * (edge/README.md "wrangler dev and streams").
  */
 export const DEFAULT_EDGE_KIND: EdgeKind = 'miniflare'
 

@@ -19,6 +19,7 @@
  * request. A revocation still takes effect within 30 s (the refresh reads the store).
  */
 import type { ApiKeyRecord } from '../../../shared/src/api-key.ts'
+import { startedWithin } from '../within.ts'
 import type { KeyStore } from './key-store.ts'
 
 export const POSITIVE_TTL_MS = 30_000
@@ -67,7 +68,7 @@ export class KeyCache {
     const hit = this.entries.get(hashHex)
     const t = this.now()
     if (!hit || hit.expiresAtMs <= t) return undefined
-    if (hit.record && hit.expiresAtMs - t < REFRESH_AHEAD_MS && !(hit.refreshSinceMs !== 0 && t - hit.refreshSinceMs < REFRESH_RETRY_MS)) this.refresh(hashHex, hit, t, background)
+    if (hit.record && hit.expiresAtMs - t < REFRESH_AHEAD_MS && !startedWithin(hit.refreshSinceMs, t, REFRESH_RETRY_MS)) this.refresh(hashHex, hit, t, background)
     return hit.record
   }
 

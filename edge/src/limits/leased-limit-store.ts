@@ -37,7 +37,7 @@
  *   then (no units came, too few, or the call failed) takes the exact path as before. A burst of
  *   64 on a busy key thus costs one Redis call per limit instead of 64, which queued in Redis.
  */
-import { pollFor } from '../within.ts'
+import { pollFor, startedWithin } from '../within.ts'
 import type { Background, LimitDecision, LimitStore } from './rate-limiter.ts'
 
 export interface LeaseOptions {
@@ -96,7 +96,7 @@ export const PEAK_MEMORY_MS = 60_000
 
 /** A call that started at `sinceMs` (0: none) and may still answer. */
 function inFlight(sinceMs: number, at: number): boolean {
-  return sinceMs !== 0 && at - sinceMs < STUCK_MS
+  return startedWithin(sinceMs, at, STUCK_MS)
 }
 
 export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions = DEFAULT_LEASE): LimitStore {
@@ -233,9 +233,9 @@ export function createLeasedLimitStore(exact: LimitStore, options: LeaseOptions 
   const burstLease = (lease: Lease, limit: number, charge: number): number => {
     const at = now()
     if (!lease.last || at - lease.peakEndMs > PEAK_MEMORY_MS) return 0
-    // One at a time (without coalescing, every request of a burst comes here), and not while a
-    // refill is on its way.
-    if (inFlight(lease.burstSinceMs, at) || inFlight(lease.refillSinceMs, at)) return 0
+    // One at a time, and not while a refill is on its way (without coalescing, a request that
+    // waited out such a call and found too few units comes here too).
+    if (unitsComing(lease, at)) return 0
     const size = Math.floor(Math.min(limit * options.maxFraction, lease.last.remaining / 2 - charge, lease.peak))
     return size >= 2 ? size : 0
   }
