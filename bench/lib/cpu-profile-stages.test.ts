@@ -1,6 +1,11 @@
 /** The stage breakdown of a V8 CPU profile that docs/PERFORMANCE.md's edge table is made from. */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { build } from 'esbuild'
 import { describe, expect, it } from 'vitest'
-import { leafFunctionsOf, stagesOf, type CpuProfile } from './cpu-profile-stages.ts'
+import { leafFunctionsOf, stagesOf, withSources, type CpuProfile } from './cpu-profile-stages.ts'
 
 const ROOT = 'file:///repo/'
 // root → hono compose → validate.ts → zod (leaf); root → node:http parser (leaf); idle; GC.
@@ -38,5 +43,35 @@ describe('CPU profile by edge stage', () => {
     expect(fns[0]).toEqual({ fn: 'parse core/schemas.js:0', samples: 2, share: 2 / 6 })
     expect(fns.map((f) => f.fn)).toEqual(['parse core/schemas.js:0', 'toChatMessage dialects/openai-chat.ts:0', 'parserOnHeadersComplete node:_http_common:0', '(garbage collector)', 'dispatch dist/hono-base.js:0'])
     expect(leafFunctionsOf(profile, 2)).toHaveLength(2)
+  })
+
+  it('moves the frames of a built module to the sources its map names, and leaves other frames alone', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'zl-prof-map-'))
+    try {
+      const out = join(dir, 'node.mjs')
+      await build({ entryPoints: [join(import.meta.dirname, '..', '..', 'edge', 'src', 'within.ts')], outfile: out, bundle: true, format: 'esm', platform: 'node', sourcemap: true, logLevel: 'silent' })
+      // Where V8 would report pollFor: the 0-based line and column of its declaration in the bundle.
+      const lines = readFileSync(out, 'utf8').split('\n')
+      const line = lines.findIndex((l) => l.includes('function pollFor('))
+      const column = lines[line]!.indexOf('function pollFor(')
+      const url = pathToFileURL(out).href
+      const built: CpuProfile = {
+        nodes: [
+          { id: 1, callFrame: { url: '', functionName: '(root)' }, children: [2, 3] },
+          { id: 2, callFrame: { url, functionName: 'pollFor', lineNumber: line, columnNumber: column } },
+          { id: 3, callFrame: { url: 'node:_http_common', functionName: 'parserOnHeadersComplete', lineNumber: 7 } },
+        ],
+        samples: [2, 3],
+        timeDeltas: [100, 100],
+      }
+      const mapped = withSources(built, out)
+      expect(mapped.nodes[1]!.callFrame.url).toMatch(/edge\/src\/within\.ts$/)
+      expect(mapped.nodes[2]!.callFrame).toEqual(built.nodes[2]!.callFrame)
+      expect(stagesOf(mapped).map((s) => s.stage)).toContain('other edge code')
+      // Unmapped, the bundle is nobody's stage: the sample goes to the runtime.
+      expect(stagesOf(built).map((s) => s.stage)).not.toContain('other edge code')
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 })

@@ -8,8 +8,12 @@
  * undici's socket handling, GC). Idle samples are left out.
  */
 
+import { readFileSync } from 'node:fs'
+import { SourceMap } from 'node:module'
+import { pathToFileURL } from 'node:url'
+
 export interface CpuProfile {
-  nodes: Array<{ id: number; callFrame: { url: string; functionName: string; lineNumber?: number }; children?: number[] }>
+  nodes: Array<{ id: number; callFrame: { url: string; functionName: string; lineNumber?: number; columnNumber?: number }; children?: number[] }>
   samples: number[]
   timeDeltas: number[]
 }
@@ -46,6 +50,22 @@ const LEAF: Array<[(url: string, fn: string) => boolean, string]> = [
   [(u) => u.startsWith('node:'), 'Node internals (HTTP, streams, net)'],
   [(_u, fn) => fn === '(program)', 'V8/native, unattributed'],
 ]
+
+/**
+ * The profile of a built module (the Node edge as infra/build/edge-node.ts builds it: one file)
+ * with each of its frames moved to the source file and line its source map names, so that stages
+ * and functions are charged as they would be from the sources.
+ */
+export function withSources(profile: CpuProfile, module: string): CpuProfile {
+  const map = new SourceMap(JSON.parse(readFileSync(`${module}.map`, 'utf8')))
+  const url = pathToFileURL(module).href
+  const nodes = profile.nodes.map((n) => {
+    if (n.callFrame.url !== url) return n
+    const at = map.findEntry(n.callFrame.lineNumber ?? 0, n.callFrame.columnNumber ?? 0)
+    return 'originalSource' in at ? { ...n, callFrame: { ...n.callFrame, url: at.originalSource, lineNumber: at.originalLine } } : n
+  })
+  return { ...profile, nodes }
+}
 
 export function stageOf(url: string): string | undefined {
   for (const [re, stage] of OURS) if (re.test(url)) return stage

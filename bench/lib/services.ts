@@ -6,11 +6,15 @@
  */
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { pathToFileURL } from 'node:url'
+import { basename, join, relative, resolve } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { buildNodeEdge } from '../../infra/build/edge-node.ts'
 import { freePort, startRedis, type RedisProcess } from '../../infra/local/redis-process.ts'
 import { DEFAULT_EDGE_KIND, type EdgeKind } from '../../infra/local/stack-config.ts'
+import { bundleEntry } from './bundle.ts'
 import { MALLOC_ENV, spawnProc, waitUntil, type Proc } from './procs.ts'
+
+const ROOT = join(import.meta.dirname, '..', '..')
 
 const TSX = ['--import', 'tsx']
 const ELD_PROBE = pathToFileURL(join(import.meta.dirname, '..', 'probe', 'event-loop-delay.ts')).href
@@ -141,6 +145,8 @@ export async function startUpstashProcs(opts: { cpus?: string } = {}): Promise<L
 export interface EdgeProc {
   url: string
   proc: Proc
+  /** The built module it runs (undefined: the TypeScript sources through tsx); the Node edge's has its source map beside it. */
+  module?: string
   stop(): Promise<void>
 }
 
@@ -152,29 +158,52 @@ export interface ProxyProcOptions {
   wrap?: string[]
   /** How long to wait for it to listen (a wrapped process starts slower). */
   readyTimeoutMs?: number
-  /** A bundle of the entry (bench/lib/bundle.ts) to run instead of the TypeScript through tsx. */
+  /**
+   * The module to run. Default: the proxy built as it runs outside the bench (the Node edge by
+   * infra/build/edge-node.ts, the bare passthrough by bench/lib/bundle.ts), once per bench process.
+   */
   bundle?: string
-  /** Modules imported after tsx, before the entry (bench probes written in TypeScript). */
+  /** Run the TypeScript sources through tsx instead (every closure pays tsx's __name: infra/build/edge-node.ts). */
+  source?: boolean
+  /** Modules imported before the entry (bench probes written in TypeScript; bundled too unless `source`). */
   preload?: string[]
 }
 
-function spawnProxy(name: string, args: string[], env: Record<string, string>, opts: ProxyProcOptions): Proc {
-  const wrap = opts.wrap ?? []
-  const [command, ...rest] = wrap.length ? [wrap[0]!, ...wrap.slice(1), process.execPath] : [process.execPath]
-  const preload = (opts.preload ?? []).flatMap((m) => ['--import', m])
-  const script = opts.bundle ? [opts.bundle, ...args.slice(1)] : [...TSX, ...preload, ...args]
-  return spawnProc(name, command!, [...rest, ...(opts.nodeArgs ?? []), ...script], { env, ...(opts.cpus ? { cpus: opts.cpus } : {}) })
+const built = new Map<string, Promise<string>>()
+/** `make(dir)` once per bench process for `key`, into a folder of its own. */
+function buildOnce(key: string, make: (dir: string) => string | Promise<string>): Promise<string> {
+  let out = built.get(key)
+  if (!out) built.set(key, (out = Promise.resolve(make(mkdtempSync(join(tmpdir(), 'zl-bench-build-'))))))
+  return out
 }
 
-/** The Node edge (edge/src/entries/node.ts) with the given edge environment. */
+/** A TypeScript module (a file: URL, or a path absolute or from the repository root) bundled once per bench process. */
+function bundledModule(path: string): Promise<string> {
+  const entry = relative(ROOT, path.startsWith('file:') ? fileURLToPath(path) : resolve(ROOT, path))
+  return buildOnce(entry, (dir) => bundleEntry(entry, join(dir, `${basename(entry, '.ts')}.mjs`)))
+}
+
+async function spawnProxy(name: string, args: string[], env: Record<string, string>, opts: ProxyProcOptions & { build: () => Promise<string> }): Promise<{ proc: Proc; module?: string }> {
+  const wrap = opts.wrap ?? []
+  const [command, ...rest] = wrap.length ? [wrap[0]!, ...wrap.slice(1), process.execPath] : [process.execPath]
+  const preloads = await Promise.all((opts.preload ?? []).map((m) => (opts.source ? m : bundledModule(m))))
+  const preload = preloads.flatMap((m) => ['--import', m])
+  const module = opts.source ? undefined : (opts.bundle ?? (await opts.build()))
+  const script = module ? [...preload, module, ...args.slice(1)] : [...TSX, ...preload, ...args]
+  const proc = spawnProc(name, command!, [...rest, ...(opts.nodeArgs ?? []), ...script], { env, ...(opts.cpus ? { cpus: opts.cpus } : {}) })
+  return { proc, ...(module ? { module } : {}) }
+}
+
+/** The Node edge (edge/src/entries/node.ts, built as `npm run edge:node` runs it) with the given edge environment. */
 export async function startNodeEdge(env: Record<string, string>, opts: ProxyProcOptions = {}): Promise<EdgeProc> {
   const port = await freePort()
-  const proc = spawnProxy('node-edge', ['edge/src/entries/node.ts'], { ...env, HOST: '127.0.0.1', PORT: String(port) }, opts)
+  const build = () => buildOnce('node-edge', buildNodeEdge)
+  const { proc, module } = await spawnProxy('node-edge', ['edge/src/entries/node.ts'], { ...env, HOST: '127.0.0.1', PORT: String(port) }, { ...opts, build })
   await proc.waitFor((_l, j) => j?.msg === 'edge listening', opts.readyTimeoutMs ?? 60_000).catch(async (e) => {
     await proc.stop()
     throw e
   })
-  return { url: `http://127.0.0.1:${port}`, proc, stop: () => proc.stop() }
+  return { url: `http://127.0.0.1:${port}`, proc, ...(module ? { module } : {}), stop: () => proc.stop() }
 }
 
 export interface WranglerDevOptions {
@@ -237,10 +266,11 @@ export async function startInstantUpstream(opts: { cpus?: string } = {}): Promis
 
 /** The bench-only bare Hono passthrough (probe/bare-hono-passthrough.ts) in front of `upstreamUrl`. */
 export async function startBarePassthrough(upstreamUrl: string, opts: ProxyProcOptions & { h2?: boolean } = {}): Promise<EdgeProc> {
-  const proc = spawnProxy(opts.h2 ? 'bare-hono-passthrough-h2' : 'bare-hono-passthrough', ['bench/probe/bare-hono-passthrough.ts'], { UPSTREAM_URL: upstreamUrl, PORT: '0', ...(opts.h2 ? { UPSTREAM_H2: '1' } : {}) }, opts)
+  const entry = 'bench/probe/bare-hono-passthrough.ts'
+  const { proc, module } = await spawnProxy(opts.h2 ? 'bare-hono-passthrough-h2' : 'bare-hono-passthrough', [entry], { UPSTREAM_URL: upstreamUrl, PORT: '0', ...(opts.h2 ? { UPSTREAM_H2: '1' } : {}) }, { ...opts, build: () => bundledModule(entry) })
   const ready = await proc.waitFor((_l, j) => j?.msg === 'ready', opts.readyTimeoutMs ?? 60_000).catch(async (e) => {
     await proc.stop()
     throw e
   })
-  return { url: String(ready.json!.url), proc, stop: () => proc.stop() }
+  return { url: String(ready.json!.url), proc, ...(module ? { module } : {}), stop: () => proc.stop() }
 }

@@ -1,11 +1,12 @@
 /**
- * `npx tsx bench/probe/c64-gc-probe.ts [--rounds N] [--node-args "--max-semi-space-size=32"]`:
+ * `npx tsx bench/probe/c64-gc-probe.ts [--rounds N] [--node-args=--max-semi-space-size=32] [--source]`:
  * where the pinned concurrency-64 p99 goes (edge-pinned.ts's c64 phase, issue 18): the Node edge
  * and the bare Hono passthrough each alone on core 0, the load generator, the instant upstream,
  * the bridge and redis on core 1, a closed loop of 64 clients for 2048 streaming requests per
  * target per round. Per round and target: TTFB p50 / p99, requests per second, CPU per request
  * (the process's /proc time), and its garbage collections during the round (bench/probe/gc-trace.ts):
- * time per request, count and mean pause by kind. `--node-args` goes to both proxies' node.
+ * time per request, count and mean pause by kind. `--node-args` goes to both proxies' node;
+ * `--source` runs both from their TypeScript through tsx instead of built (services.ts).
  */
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
@@ -21,7 +22,7 @@ import { benchAgent, sendRequest, type RequestRecord } from '../load/client.ts'
 import { buildBody } from '../load/dialects.ts'
 import { closedLoop } from '../load/generators.ts'
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, 'node-args': { type: 'string', default: '' } } })
+const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, 'node-args': { type: 'string', default: '' }, source: { type: 'boolean', default: false } } })
 const nodeArgs = values['node-args']!.split(' ').filter(Boolean)
 const preload = [join(import.meta.dirname, 'gc-trace.ts')]
 const upstash = await startUpstashProcs({ cpus: '1' })
@@ -33,11 +34,11 @@ try {
   await seedBenchKey(upstash)
   const edgeEnv = benchEdgeEnv(upstash, randomBytes(24).toString('hex'), [{ id: 'bench-instant', url: instant.url, model: INSTANT_MODEL }])
   const gcOut = { edge: join(tmpdir(), `zl-gc-edge-${process.pid}.json`), bare: join(tmpdir(), `zl-gc-bare-${process.pid}.json`) }
-  const edge = await startNodeEdge({ ...edgeEnv, GC_TRACE_OUT: gcOut.edge }, { cpus: '0', nodeArgs, preload })
+  const edge = await startNodeEdge({ ...edgeEnv, GC_TRACE_OUT: gcOut.edge }, { cpus: '0', nodeArgs, preload, source: values.source })
   started.push(edge)
   // The passthrough's environment is its own; the preload reads GC_TRACE_OUT from this process's.
   process.env.GC_TRACE_OUT = gcOut.bare
-  const bare = await startBarePassthrough(instant.url, { cpus: '0', nodeArgs, preload })
+  const bare = await startBarePassthrough(instant.url, { cpus: '0', nodeArgs, preload, source: values.source })
   started.push(bare)
   const targets = { edge, bare }
   const body = buildBody('openai-chat', { model: INSTANT_MODEL, text: 'hello', maxTokens: 1, stream: true })

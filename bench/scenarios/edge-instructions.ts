@@ -38,6 +38,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { benchAgent, sendRequest } from '../load/client.ts'
 import { buildBody } from '../load/dialects.ts'
 import { closedLoop } from '../load/generators.ts'
+import { buildNodeEdge } from '../../infra/build/edge-node.ts'
 import { bundleEntry } from '../lib/bundle.ts'
 import { CallgrindCounter, callgrindWrap, hasCallgrind } from '../lib/callgrind.ts'
 import { hasTaskset, pinSelf } from '../lib/procs.ts'
@@ -111,8 +112,9 @@ export async function runEdgeInstructions(ctx: BenchContext, input: PinnedEdgeIn
     for (const which of PROXIES) {
       const dir = mkdtempSync(join(tmpdir(), 'zl-bench-callgrind-'))
       const outFile = join(dir, `${which}.out`)
-      // Both proxies bundled the same way (bundle.ts: tsx's loader under valgrind takes minutes).
-      const bundle = which === 'edge' ? bundleEntry('edge/src/entries/node.ts', join(dir, 'edge.mjs'), 'edge/src/dashboard/file-assets.ts') : bundleEntry('bench/probe/bare-hono-passthrough.ts', join(dir, `${which}.mjs`))
+      // Each proxy built as it runs outside the bench: the edge by infra/build/edge-node.ts, the
+      // passthrough by bundle.ts, both esbuild bundles (tsx's loader under valgrind takes minutes).
+      const bundle = which === 'edge' ? await buildNodeEdge(join(dir, 'edge')) : bundleEntry('bench/probe/bare-hono-passthrough.ts', join(dir, `${which}.mjs`))
       const opts = { wrap: callgrindWrap(outFile), bundle, readyTimeoutMs: 600_000, ...(pinned ? { cpus: '0' } : {}) }
       const t0 = performance.now()
       // Under callgrind every step takes ~100× its wall time: the limiter's and the upstream's

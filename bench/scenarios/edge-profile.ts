@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { benchAgent, sendRequest } from '../load/client.ts'
 import { closedLoop } from '../load/generators.ts'
-import { stagesOf, type CpuProfile, type StageShare } from '../lib/cpu-profile-stages.ts'
+import { stagesOf, withSources, type CpuProfile, type StageShare } from '../lib/cpu-profile-stages.ts'
 import { hasTaskset, pinSelf } from '../lib/procs.ts'
 import type { BenchContext } from '../lib/report-types.ts'
 import { startNodeEdge } from '../lib/services.ts'
@@ -48,7 +48,8 @@ export async function recordEdgeProfile(ctx: BenchContext, input: PinnedEdgeInpu
     const written = edge.proc.waitFor((_l, j) => j?.msg === 'cpu-profile written', 30_000)
     process.kill(edge.proc.pid, 'SIGUSR2')
     await written
-    return { requests: run.results.length, profile: JSON.parse(readFileSync(out, 'utf8')) as CpuProfile }
+    const profile = JSON.parse(readFileSync(out, 'utf8')) as CpuProfile
+    return { requests: run.results.length, profile: edge.module ? withSources(profile, edge.module) : profile }
   } finally {
     unpinSelf()
     await agent.close()

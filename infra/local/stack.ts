@@ -14,6 +14,7 @@ import { findRedisServer } from './redis-process.ts'
 import { bridgeUrl, edgeEnv, LOCAL, nodeEnv, portPlan, stackNodes, type EdgeKind, type PortPlan, type StackNode, type StackOptions } from './stack-config.ts'
 import { Supervisor, type ServiceSpec, type SupervisorEvents } from './supervisor.ts'
 import { startWanLinks, type WanLinks } from './stack-wan.ts'
+import { buildNodeEdge } from '../build/edge-node.ts'
 
 const STATE_DIR = '.stack'
 const TSX = ['--import', 'tsx']
@@ -61,7 +62,7 @@ export async function startStack(opts: StackOptions, events: SupervisorEvents): 
       await supervisor.start(nodeSpec(opts, n))
     }
     events.status(`starting ${EDGE_DESCRIPTION[opts.edge]} on ${LOCAL.host}:${ports.edge}`)
-    await supervisor.start(opts.edge === 'node' ? nodeEdgeSpec(opts) : wranglerSpec(opts, stateDir))
+    await supervisor.start(opts.edge === 'node' ? nodeEdgeSpec(opts, await buildNodeEdge(join(stateDir, 'edge-node'))) : wranglerSpec(opts, stateDir))
   } catch (e) {
     await stop()
     throw e
@@ -154,12 +155,13 @@ function wranglerSpec(opts: StackOptions, stateDir: string): ServiceSpec {
   }
 }
 
-function nodeEdgeSpec(opts: StackOptions): ServiceSpec {
+/** The Node edge as `npm run edge:node` runs it: `module`, built by infra/build/edge-node.ts into this stack's state folder. */
+function nodeEdgeSpec(opts: StackOptions, module: string): ServiceSpec {
   const { edge } = portPlan(opts)
   return {
     name: 'edge',
     command: process.execPath,
-    args: [...TSX, 'edge/src/entries/node.ts'],
+    args: [module],
     env: { ...edgeEnv(opts), HOST: LOCAL.host, PORT: String(edge) },
     ready: () => httpAnswers(`http://${LOCAL.host}:${edge}/healthz`),
     critical: true,

@@ -11,6 +11,7 @@ import { Redis } from '@upstash/redis'
 import { freePort } from '../../../infra/local/redis-process.ts'
 import { DEFAULT_EDGE_KIND, edgeEnv, LOCAL, REGIONS, stackRegions, type EdgeKind, type Region, type StackOptions } from '../../../infra/local/stack-config.ts'
 import { startStack, type RunningStack } from '../../../infra/local/stack.ts'
+import { buildNodeEdge } from '../../../infra/build/edge-node.ts'
 import type { WanOptions } from '../../../infra/local/stack-config.ts'
 import { Metrics, pollUntil } from '../../node/gpu-node-process.ts'
 
@@ -147,7 +148,8 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
       await running.supervisor.start({
         name,
         command: process.execPath,
-        args: ['--import', 'tsx', 'edge/src/entries/node.ts'],
+        // As `npm run edge:node` runs it: the bundle (infra/build/edge-node.ts), built into this stack's folder.
+        args: [await buildNodeEdge(join(stateDir, name))],
         env: { ...edgeEnv(running.opts), ...vars, HOST: LOCAL.host, PORT: String(port) },
         ready: async () => {
           const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2000) })
