@@ -113,6 +113,8 @@ export interface AppEnv {
     principal: Principal
     /** rate-limit.ts */
     rateLimit: RateLimitState
+    /** rate-limit.ts openLimits: the dialect of a limited route's rate-limit headers; unset on other routes. */
+    limitCodec?: DialectCodec
     /** requests-limit.ts: the requests/min check in flight while the body is read. */
     requestsCheck: RequestsCheck
     /** validate.ts */

@@ -15,12 +15,13 @@ import { latencyStats } from './dashboard/stats-route.ts'
 import { KeyCache } from './keys/key-cache.ts'
 import { consoleLog, observeRequests } from './latency/observe-request.ts'
 import { deriveAffinity } from './middleware/affinity.ts'
+import { around } from './middleware/around.ts'
 import { authenticate, authenticateKey } from './middleware/auth.ts'
 import { backgroundWork } from './middleware/background.ts'
 import { requireJsonBody } from './middleware/content-type.ts'
 import { notFound, onError } from './middleware/errors.ts'
 import { pipeline } from './middleware/pipeline.ts'
-import { limitTokens, rateLimitHeaders } from './middleware/rate-limit.ts'
+import { limitTokens, openLimits, rateLimitHeaders } from './middleware/rate-limit.ts'
 import { admitRequests, startRequestsCheck } from './middleware/requests-limit.ts'
 import { requestId } from './middleware/request-id.ts'
 import { checkModel, parseGenerate } from './middleware/validate.ts'
@@ -47,15 +48,21 @@ export function createApp(deps: EdgeDeps, dialects: DialectTable = DIALECTS): Ho
 
   app.onError(onError(dialects))
   app.notFound(notFound(dialects))
-  app.use(requestId(now))
-  app.use(backgroundWork(deps.waitUntil))
-  app.use(observeRequests({
-    recorder: deps.latency,
-    recordedPaths: new Set(codecs.map((codec) => codec.path)),
-    edgeOf: (req) => edgeColo(req) ?? config.edgeRegion,
-    log: deps.log ?? (config.requestLog ? consoleLog : undefined),
-    now,
-  }))
+  // Before and after everything else, as one middleware (around.ts), in this order.
+  app.use(around(
+    requestId(now),
+    backgroundWork(deps.waitUntil),
+    // The limits' headers on an answer the edge makes itself (a 429, an error) on a limited
+    // route; a forwarded answer carries them already (generate.ts). None before a limit was asked.
+    rateLimitHeaders(now),
+    observeRequests({
+      recorder: deps.latency,
+      recordedPaths: new Set(codecs.map((codec) => codec.path)),
+      edgeOf: (req) => edgeColo(req) ?? config.edgeRegion,
+      log: deps.log ?? (config.requestLog ? consoleLog : undefined),
+      now,
+    }),
+  ))
 
   app.get('/healthz', healthz(deps, keys))
   app.get('/v1/models', authenticate(config, keys, { allowAdmin: true, digest }), listModels(deps, now))
@@ -67,11 +74,9 @@ export function createApp(deps: EdgeDeps, dialects: DialectTable = DIALECTS): Ho
   for (const codec of codecs) {
     app.post(
       codec.path,
-      // Around the rest: the limits' headers on an answer the edge makes itself (a 429, an error);
-      // a forwarded answer carries them already (generate.ts). None before a limit was asked.
-      rateLimitHeaders(codec, now),
       // The checks in order, as one middleware (pipeline.ts); each refuses by throwing.
       pipeline(
+        openLimits(codec),
         requireJsonBody(),
         authenticateKey(config, keys, { digest }),
         // requests/min is asked here and awaited after the body is parsed (requests-limit.ts):

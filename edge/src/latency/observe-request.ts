@@ -10,8 +10,9 @@
  * The log line carries ids, route, status, outcome, place, timing and tenant: never a key, a
  * prompt or a body.
  */
-import type { Context, MiddlewareHandler } from 'hono'
+import type { Context } from 'hono'
 import type { AppEnv, Forwarded, LogLine } from '../app-env.ts'
+import type { Around } from '../middleware/around.ts'
 import type { BodyOutcome } from '../proxy/pass-through.ts'
 import { LatencyBatchError } from './batching-recorder.ts'
 import type { LatencyRecorder, LatencySample } from './latency-recorder.ts'
@@ -28,44 +29,45 @@ export interface ObserveOptions {
   now: () => number
 }
 
-export function observeRequests(opts: ObserveOptions): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    await next()
-    const producedAtMs = opts.now()
-    const forwarded: Forwarded | undefined = c.get('forwarded')
-    const ended = forwarded ? forwarded.finished : Promise.resolve<BodyOutcome>({ kind: 'complete', firstByteAtMs: producedAtMs })
-    const facts = requestFacts(c, opts.edgeOf(c.req.raw), forwarded)
-    const record = opts.recorder && opts.recordedPaths.has(facts.path) ? opts.recorder : undefined
+export function observeRequests(opts: ObserveOptions): Around {
+  return { after: (c) => observe(c, opts) }
+}
 
-    c.get('waitUntil')(
-      ended.then((end) => {
-        const endedAtMs = opts.now()
-        // A body-less answer (or one the edge read whole, like an all-overloaded 503) starts when it is made.
-        const firstByteAtMs = end.firstByteAtMs ?? (end.kind === 'complete' ? producedAtMs : undefined)
-        // One literal of one shape, absent fields undefined: spreads of optional parts and an
-        // Object.assign over them built it property by property (Node 20's V8, see routing/pick-node.ts).
-        const sample: LatencySample = {
-          requestId: facts.requestId,
-          endedAtMs,
-          edge: facts.edge,
-          nodeRegion: facts.nodeRegion,
-          model: facts.model,
-          tenant: facts.tenant,
-          status: facts.status,
-          outcome: toOutcome(facts.status, end.kind, forwarded !== undefined),
-          ttfbMs: firstByteAtMs === undefined ? undefined : Math.max(0, firstByteAtMs - facts.startedAtMs),
-          totalMs: Math.max(0, endedAtMs - facts.startedAtMs),
-          failovers: facts.failovers,
-          affinity: facts.affinity,
-        }
-        const line = toLogLine(sample, facts)
-        // A stream continued on other nodes after its node failed (x-zl-failover was already sent).
-        if (end.resumes) line.resumes = end.resumes
-        opts.log?.(line)
-        return record ? recorded(record.record(sample), sample.requestId, opts.log ?? consoleError) : undefined
-      }),
-    )
-  }
+function observe(c: Context<AppEnv>, opts: ObserveOptions): void {
+  const producedAtMs = opts.now()
+  const forwarded: Forwarded | undefined = c.get('forwarded')
+  const ended = forwarded ? forwarded.finished : Promise.resolve<BodyOutcome>({ kind: 'complete', firstByteAtMs: producedAtMs })
+  const facts = requestFacts(c, opts.edgeOf(c.req.raw), forwarded)
+  const record = opts.recorder && opts.recordedPaths.has(facts.path) ? opts.recorder : undefined
+
+  c.get('waitUntil')(
+    ended.then((end) => {
+      const endedAtMs = opts.now()
+      // A body-less answer (or one the edge read whole, like an all-overloaded 503) starts when it is made.
+      const firstByteAtMs = end.firstByteAtMs ?? (end.kind === 'complete' ? producedAtMs : undefined)
+      // One literal of one shape, absent fields undefined: spreads of optional parts and an
+      // Object.assign over them built it property by property (Node 20's V8, see routing/pick-node.ts).
+      const sample: LatencySample = {
+        requestId: facts.requestId,
+        endedAtMs,
+        edge: facts.edge,
+        nodeRegion: facts.nodeRegion,
+        model: facts.model,
+        tenant: facts.tenant,
+        status: facts.status,
+        outcome: toOutcome(facts.status, end.kind, forwarded !== undefined),
+        ttfbMs: firstByteAtMs === undefined ? undefined : Math.max(0, firstByteAtMs - facts.startedAtMs),
+        totalMs: Math.max(0, endedAtMs - facts.startedAtMs),
+        failovers: facts.failovers,
+        affinity: facts.affinity,
+      }
+      const line = toLogLine(sample, facts)
+      // A stream continued on other nodes after its node failed (x-zl-failover was already sent).
+      if (end.resumes) line.resumes = end.resumes
+      opts.log?.(line)
+      return record ? recorded(record.record(sample), sample.requestId, opts.log ?? consoleError) : undefined
+    }),
+  )
 }
 
 /**

@@ -4,26 +4,26 @@
  * is kept alive for it; the Node entry passes its own (tracked so close() can await it). Rejections are swallowed here:
  * background work reports its own failures.
  */
-import type { MiddlewareHandler } from 'hono'
-import type { AppEnv } from '../app-env.ts'
+import type { Around } from './around.ts'
 
-export function backgroundWork(fallback?: (work: Promise<unknown>) => void): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    // An entry that passes its own (Node) never asks Hono: its executionCtx getter throws an
-    // Error, stack trace and all, on every request without a Workers ExecutionContext.
-    let platform = fallback
-    if (!platform) {
-      try {
-        const ctx = c.executionCtx
-        platform = (work) => ctx.waitUntil(work)
-      } catch {
-        // No ExecutionContext (app.request in tests): the promise simply runs.
+export function backgroundWork(fallback?: (work: Promise<unknown>) => void): Around {
+  return {
+    before(c) {
+      // An entry that passes its own (Node) never asks Hono: its executionCtx getter throws an
+      // Error, stack trace and all, on every request without a Workers ExecutionContext.
+      let platform = fallback
+      if (!platform) {
+        try {
+          const ctx = c.executionCtx
+          platform = (work) => ctx.waitUntil(work)
+        } catch {
+          // No ExecutionContext (app.request in tests): the promise simply runs.
+        }
       }
-    }
-    c.set('waitUntil', (work) => {
-      const quiet = work.catch(() => {})
-      if (platform) platform(quiet)
-    })
-    return next()
+      c.set('waitUntil', (work) => {
+        const quiet = work.catch(() => {})
+        if (platform) platform(quiet)
+      })
+    },
   }
 }

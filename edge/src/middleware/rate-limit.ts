@@ -7,13 +7,14 @@
  * generate handler refunds it (refundCharge) when the request is refused later. A request that
  * sets no max_tokens (OpenAI chat: "up to the context length") is charged UNBOUNDED_COMPLETION_TOKENS.
  */
-import type { Context, MiddlewareHandler } from 'hono'
+import type { Context } from 'hono'
 import { ApiError } from '../../../shared/src/api-error.ts'
 import type { DialectCodec, LimitKind } from '../../../shared/src/dialects/index.ts'
 import type { AppEnv, RateLimitState } from '../app-env.ts'
 import type { LimitDecision, RateLimiter } from '../limits/rate-limiter.ts'
 import type { ReadAlong } from '../redis/read-along.ts'
 import { affinityRedisKey } from '../routing/affinity-memory.ts'
+import type { Around } from './around.ts'
 import type { Step } from './pipeline.ts'
 
 /** Completion tokens assumed for a request without max_tokens. */
@@ -25,15 +26,27 @@ export function tokenCost(bodyBytes: number, maxTokens: number | undefined): num
   return Math.ceil(bodyBytes / 4) + (maxTokens ?? UNBOUNDED_COMPLETION_TOKENS)
 }
 
-/** Writes the route's dialect's rate-limit headers (x-ratelimit-*, anthropic-ratelimit-*, …) once the response exists. */
-export function rateLimitHeaders(codec: DialectCodec, now: () => number): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
+/** A limited route's first step: its limits' state, and the dialect whose headers say them. */
+export function openLimits(codec: DialectCodec): Step {
+  return (c) => {
     c.set('rateLimit', {})
-    await next()
-    // A forwarded response already has them (generate.ts).
-    if (c.get('edgeHeadersAdded')) return
-    const headers = limitHeaders(codec, c.get('rateLimit'), now())
-    for (const [name, value] of Object.entries(headers)) c.res.headers.set(name, value)
+    c.set('limitCodec', codec)
+  }
+}
+
+/**
+ * After a limited route's answer exists (around.ts, outside the route, so an answer made from its
+ * refusal has them too): the dialect's rate-limit headers (x-ratelimit-*, anthropic-ratelimit-*, …)
+ * on an answer the edge made itself. A forwarded response already has them (generate.ts).
+ */
+export function rateLimitHeaders(now: () => number): Around {
+  return {
+    after(c) {
+      const codec = c.get('limitCodec')
+      if (!codec || c.get('edgeHeadersAdded')) return
+      const headers = limitHeaders(codec, c.get('rateLimit'), now())
+      for (const [name, value] of Object.entries(headers)) c.res.headers.set(name, value)
+    },
   }
 }
 
