@@ -4,7 +4,8 @@
  * → auth → requests/min asked → body + validation (meanwhile) → requests/min awaited → model
  * → affinity key → tokens/min (carrying the affinity read) → forward to the node chosen for
  * it; after its response ends, one log line and one latency sample (observe-request.ts). The
- * generate checks run as one middleware (middleware/pipeline.ts).
+ * generate checks and handler run as one Hono handler (middleware/pipeline.ts), inside one middleware
+ * for what every request does before and after (middleware/around.ts).
  */
 import { Hono } from 'hono'
 import { DIALECTS, type DialectTable } from '../../shared/src/dialects/index.ts'
@@ -74,8 +75,8 @@ export function createApp(deps: EdgeDeps, dialects: DialectTable = DIALECTS): Ho
   for (const codec of codecs) {
     app.post(
       codec.path,
-      // The checks in order, as one middleware (pipeline.ts); each refuses by throwing.
-      pipeline(
+      // The checks in order, then the handler, as one (pipeline.ts); each check refuses by throwing.
+      pipeline([
         openLimits(codec),
         requireJsonBody(),
         authenticateKey(config, keys, { digest }),
@@ -87,8 +88,7 @@ export function createApp(deps: EdgeDeps, dialects: DialectTable = DIALECTS): Ho
         checkModel(registry, now),
         deriveAffinity(config.affinity),
         limitTokens(limiter, now, affinity.readAlong),
-      ),
-      generate(deps, now, routing),
+      ], generate(deps, now, routing)),
     )
   }
   return app
