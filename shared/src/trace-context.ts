@@ -3,6 +3,7 @@
  * e.g. `00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01`. The edge continues the
  * client's trace (or starts one) and sends its own span as the node's parent.
  */
+import { randomHex } from './random-pool.ts'
 
 export interface TraceContext {
   /** 32 hex chars, not all zero. */
@@ -48,32 +49,6 @@ export function continueTrace(header: string | null | undefined): { ctx: TraceCo
 
 export function newSpanId(): string {
   return randomHex(8)
-}
-
-/**
- * Random bytes drawn from one pool refilled 4 KiB at a time: a getRandomValues call per id was a
- * syscall-sized cost on every request (two ids each). Each byte is handed out once.
- */
-const POOL_BYTES = 4096
-const pool = new Uint8Array(POOL_BYTES)
-let poolOffset = POOL_BYTES
-const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'))
-
-/** `bytes` random bytes as lowercase hex, never all zero (ids: trace, span, the edge's request id). */
-export function randomHex(bytes: number): string {
-  if (poolOffset + bytes > POOL_BYTES) {
-    crypto.getRandomValues(pool)
-    poolOffset = 0
-  }
-  let s = ''
-  let zero = true
-  for (let i = poolOffset; i < poolOffset + bytes; i++) {
-    s += HEX[pool[i]!]
-    if (pool[i] !== 0) zero = false
-  }
-  poolOffset += bytes
-  // All-zero ids are invalid; at 64+ random bits this is astronomically rare, but cheap to exclude.
-  return zero ? '01' + s.slice(2) : s
 }
 
 function isAllZero(hex: string): boolean {

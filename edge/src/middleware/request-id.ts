@@ -5,7 +5,8 @@
  */
 import type { Context } from 'hono'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
-import { continueTrace, formatTraceparent, randomHex } from '../../../shared/src/trace-context.ts'
+import { randomHex } from '../../../shared/src/random-pool.ts'
+import { continueTrace, formatTraceparent } from '../../../shared/src/trace-context.ts'
 import type { AppEnv } from '../app-env.ts'
 import type { Around } from './around.ts'
 

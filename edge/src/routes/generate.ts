@@ -8,6 +8,7 @@
  */
 import type { Context } from 'hono'
 import { ApiError } from '../../../shared/src/api-error.ts'
+import { randomUint32 } from '../../../shared/src/random-pool.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { AppEnv, EdgeDeps } from '../app-env.ts'
 import { CLIENT_CLOSED_STATUS } from '../latency/outcome.ts'
@@ -72,7 +73,7 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
         signal: deps.clientSignal?.(c) ?? c.req.raw.signal,
         startedAtMs: c.get('startedAtMs'),
         // Fixed up front so that a continuation samples exactly as the first node would have.
-        seed: gen.stream ? crypto.getRandomValues(new Uint32Array(1))[0] : undefined,
+        seed: gen.stream ? randomUint32() : undefined,
       }, {
         upstream: deps.upstream,
         secret: deps.config.edgeSharedSecret,
