@@ -6,7 +6,7 @@
 import { Redis } from '@upstash/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startLocalUpstash, type LocalUpstash } from '../../../infra/local/local-upstash.ts'
-import { createBatchingLatencyRecorder } from './batching-recorder.ts'
+import { createBatchingLatencyRecorder, LatencyBatchError } from './batching-recorder.ts'
 import { bucketOf, LATENCY_KEY_PREFIX, latencyKey } from './latency-keys.ts'
 import type { LatencySample } from './latency-recorder.ts'
 import { createRedisLatencyRecorder, type LatencyRedis } from './redis-latency-store.ts'
@@ -130,10 +130,29 @@ describe('batching latency recorder', () => {
     expect(await raw.hgetall(minuteKey)).not.toBeNull()
   })
 
-  it('rejects every sample of a batch whose write failed', async () => {
+  it("fails the batch's opener with the count of samples lost, once; the others resolve at once", async () => {
     const broken: LatencyRedis = { pipeline: () => ({ hincrby: () => {}, expire: () => {}, hgetall: () => {}, exec: () => Promise.reject(new Error('ECONNREFUSED')) }) }
     const recorder = createBatchingLatencyRecorder(broken, { flushMs: 5, maxSamples: 1000 })
-    const results = await Promise.allSettled([recorder.record(sampleAt(1, Date.now())), recorder.record(sampleAt(2, Date.now()))])
-    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected'])
+    const records = [1, 2, 3].map((i) => recorder.record(sampleAt(i, Date.now())))
+    const results = await Promise.allSettled(records)
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'fulfilled', 'fulfilled'])
+    const reason = (results[0] as PromiseRejectedResult).reason as LatencyBatchError
+    expect(reason).toBeInstanceOf(LatencyBatchError)
+    expect(reason.samples).toBe(3)
+  })
+
+  it('holds one pending promise per batch, not one per sample', async () => {
+    const redis = countingPipelines(client(ups[1]!))
+    const recorder = createBatchingLatencyRecorder(redis, { flushMs: 60_000, maxSamples: 1000 })
+    let settled = 0
+    const at = Date.now()
+    const records = Array.from({ length: 50 }, (_, i) => recorder.record(sampleAt(i, at)).then(() => void settled++))
+    // Every sample but the opener's is settled before the batch is written…
+    await Promise.all(records.slice(1))
+    expect([settled, redis.execs]).toEqual([49, 0])
+    // …and the opener's is the write.
+    await recorder.flush!()
+    await records[0]
+    expect([settled, redis.execs]).toEqual([50, 1])
   })
 })

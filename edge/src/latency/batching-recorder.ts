@@ -7,9 +7,13 @@
  * while a batch is open: an idle edge keeps none.
  *
  * Two ways to own the write:
- * - Node entry (default): a long-lived process. `record()` resolves when the batch holding the
- *   sample is stored (or rejects with a LatencyBatchError); `flush()` writes the open batch now
- *   (the Node entry's close()).
+ * - Node entry (default): a long-lived process, whose timer writes each batch. The `record()` of
+ *   the sample that OPENS a batch is the batch's write: it resolves when the batch is stored (or
+ *   rejects with a LatencyBatchError, which observe-request.ts logs once with the count of samples
+ *   lost); every other `record()` resolves at once. One promise per batch waits out `flushMs`, not
+ *   one per request: at c64 on one core those were the only per-request objects living a second,
+ *   all promoted to the old generation (docs/PERFORMANCE.md). `flush()` writes the open batch now
+ *   (the Node entry's close(), which then awaits the opener's waitUntil).
  * - `ownerWrites` (Workers entry): workerd forbids using one request's I/O from another, and a
  *   promise settled by another request's I/O may never settle for this one. Samples are plain
  *   data, so they are still summed across requests in isolate memory; but the request whose
@@ -125,7 +129,7 @@ export function createBatchingLatencyRecorder(redis: LatencyRedis, options: Batc
         }
         batch.writeNow()
       }
-      return opened || !options.ownerWrites ? batch.written : Promise.resolve()
+      return opened ? batch.written : Promise.resolve()
     },
     flush() {
       const batch = open

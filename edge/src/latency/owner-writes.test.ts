@@ -180,13 +180,13 @@ describe('batching recorder, ownerWrites', () => {
     expect(summed(fake.execs)).toEqual(perSample([0, 1, 2].map((i) => sample(i, t0))))
   })
 
-  it('without ownerWrites every sample waits for its batch (the Node entry, unchanged)', async () => {
+  it("without ownerWrites the timer writes, and only the opener's record waits for it (the Node entry)", async () => {
     const fake = fakeRedis()
     fake.hold()
     const recorder = createBatchingLatencyRecorder(fake.redis, { flushMs: 5, maxSamples: 1000 })
     const writes = [0, 1].map((i) => recorder.record(sample(i, Date.now())))
     await vi.waitFor(() => expect(fake.execs).toHaveLength(1), { timeout: 5000, interval: 5 })
-    expect(await Promise.all(writes.map(state))).toEqual(['pending', 'pending'])
+    expect(await Promise.all(writes.map(state))).toEqual(['pending', 'fulfilled'])
     fake.release()
     await Promise.all(writes)
   })
