@@ -127,3 +127,12 @@ export interface AppEnv {
     edgeHeadersAdded?: boolean
   }
 }
+
+/**
+ * Work before and after the rest of the app for every request (middleware/around.ts runs the
+ * befores in order, the afters in reverse); plain functions, no middleware frame of their own.
+ */
+export interface Around {
+  before?(c: Context<AppEnv>): void
+  after?(c: Context<AppEnv>): void
+}

@@ -10,13 +10,10 @@
  * young-generation collection is what the collection costs (docs/PERFORMANCE.md, "Where the
  * pinned c64 p99 goes"). pipeline.ts does the same for the generate route's checks.
  */
-import type { Context, MiddlewareHandler } from 'hono'
-import type { AppEnv } from '../app-env.ts'
+import type { MiddlewareHandler } from 'hono'
+import type { AppEnv, Around } from '../app-env.ts'
 
-export interface Around {
-  before?(c: Context<AppEnv>): void
-  after?(c: Context<AppEnv>): void
-}
+export type { Around } from '../app-env.ts'
 
 export function around(...parts: Around[]): MiddlewareHandler<AppEnv> {
   const befores = parts.flatMap((p) => (p.before ? [p.before] : []))

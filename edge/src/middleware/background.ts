@@ -4,7 +4,7 @@
  * is kept alive for it; the Node entry passes its own (tracked so close() can await it). Rejections are swallowed here:
  * background work reports its own failures.
  */
-import type { Around } from './around.ts'
+import type { Around } from '../app-env.ts'
 
 export function backgroundWork(fallback?: (work: Promise<unknown>) => void): Around {
   return {

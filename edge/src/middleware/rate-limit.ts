@@ -10,11 +10,10 @@
 import type { Context } from 'hono'
 import { ApiError } from '../../../shared/src/api-error.ts'
 import type { DialectCodec, LimitKind } from '../../../shared/src/dialects/index.ts'
-import type { AppEnv, RateLimitState } from '../app-env.ts'
+import type { AppEnv, Around, RateLimitState } from '../app-env.ts'
 import type { LimitDecision, RateLimiter } from '../limits/rate-limiter.ts'
 import type { ReadAlong } from '../redis/read-along.ts'
 import { affinityRedisKey } from '../routing/affinity-memory.ts'
-import type { Around } from './around.ts'
 import type { Step } from './pipeline.ts'
 
 /** Completion tokens assumed for a request without max_tokens. */
