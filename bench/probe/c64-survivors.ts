@@ -1,0 +1,87 @@
+/**
+ * `npx tsx bench/probe/c64-survivors.ts [--requests N]`: what of the Node edge outlives a young
+ * collection at c64 (docs/PERFORMANCE.md, "Where the pinned c64 p99 goes"), by allocation site.
+ * The built edge alone on core 0, everything else on core 1, 64 clients of streaming requests as
+ * in c64-gc-probe.ts; after a warm-up, N requests (default 8192) run under the survivor trace
+ * (bench/probe/survivor-trace.ts). Prints the surviving bytes per request and the allocation
+ * sites (innermost frame, mapped to the sources through the bundle's source map) that hold most.
+ */
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, readFileSync } from 'node:fs'
+import { SourceMap } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { parseArgs } from 'node:util'
+import { BENCH_API_KEY, benchEdgeEnv, INSTANT_MODEL, seedBenchKey } from '../lib/bench-edge.ts'
+import { pinSelf } from '../lib/procs.ts'
+import { startInstantUpstream, startNodeEdge, startUpstashProcs, type EdgeProc } from '../lib/services.ts'
+import { benchAgent, sendRequest } from '../load/client.ts'
+import { buildBody } from '../load/dialects.ts'
+import { closedLoop } from '../load/generators.ts'
+
+interface HeapNode { callFrame: { functionName: string; url: string; lineNumber: number; columnNumber: number }; selfSize: number; children: HeapNode[] }
+
+const { values } = parseArgs({ options: { requests: { type: 'string', default: '8192' } } })
+const requests = Number(values.requests)
+const out = join(mkdtempSync(join(tmpdir(), 'zl-survivors-')), 'edge.heapprofile')
+const upstash = await startUpstashProcs({ cpus: '1' })
+const instant = await startInstantUpstream({ cpus: '1' })
+const unpin = pinSelf('1')
+const agent = benchAgent()
+let edge: EdgeProc | undefined
+try {
+  await seedBenchKey(upstash)
+  const env = { ...benchEdgeEnv(upstash, randomBytes(24).toString('hex'), [{ id: 'bench-instant', url: instant.url, model: INSTANT_MODEL }]), SURVIVOR_TRACE_OUT: out }
+  edge = await startNodeEdge(env, { cpus: '0', preload: [join(import.meta.dirname, 'survivor-trace.ts')] })
+  const body = buildBody('openai-chat', { model: INSTANT_MODEL, text: 'hello', maxTokens: 1, stream: true })
+  const send = (signal: AbortSignal) => sendRequest({ origin: edge!.url, dialect: 'openai-chat', body, stream: true, headers: { authorization: `Bearer ${BENCH_API_KEY}` }, dispatcher: agent, timeoutMs: 20_000, signal })
+  await closedLoop({ concurrency: 64, durationMs: 30_000, graceMs: 5000, maxRequests: 4096, run: (_i, s) => send(s) })
+  const signal = async (msg: string) => {
+    const seen = edge!.proc.waitFor((_l, j) => j?.msg === msg, 60_000)
+    process.kill(edge!.proc.pid, 'SIGUSR2')
+    await seen
+  }
+  await signal('survivor-trace started')
+  const run = await closedLoop({ concurrency: 64, durationMs: 120_000, graceMs: 5000, maxRequests: requests, run: (_i, s) => send(s) })
+  await signal('survivor-trace written')
+  const head = (JSON.parse(readFileSync(out, 'utf8')) as { head: HeapNode }).head
+  const where = siteNamer(edge.module)
+  const bySite = new Map<string, number>()
+  let total = 0
+  const walk = (n: HeapNode) => {
+    if (n.selfSize) {
+      total += n.selfSize
+      const site = where(n.callFrame)
+      bySite.set(site, (bySite.get(site) ?? 0) + n.selfSize)
+    }
+    for (const c of n.children) walk(c)
+  }
+  walk(head)
+  const served = run.results.length
+  console.log(JSON.stringify({ requests: served, surviving_bytes_per_request: Math.round(total / served) }))
+  for (const [site, bytes] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, 25)) {
+    console.log(JSON.stringify({ site, bytes_per_request: Math.round(bytes / served), share: Math.round((1000 * bytes) / total) / 10 }))
+  }
+} finally {
+  unpin()
+  await agent.close()
+  await edge?.stop().catch(() => {})
+  await instant.stop()
+  await upstash.stop()
+}
+
+/** `function file:line` of a frame; a frame of the built edge named by its source. */
+function siteNamer(module: string | undefined): (f: HeapNode['callFrame']) => string {
+  const map = module ? new SourceMap(JSON.parse(readFileSync(`${module}.map`, 'utf8'))) : undefined
+  const url = module ? pathToFileURL(module).href : undefined
+  return (f) => {
+    let file = f.url
+    let line = f.lineNumber
+    if (map && f.url === url) {
+      const at = map.findEntry(f.lineNumber, f.columnNumber)
+      if ('originalSource' in at) [file, line] = [at.originalSource, at.originalLine]
+    }
+    return `${f.functionName || '(anonymous)'} ${file.replace(/^.*?((edge|shared)\/src\/|node_modules\/)/, '$1')}:${line + 1}`
+  }
+}
