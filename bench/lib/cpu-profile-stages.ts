@@ -52,17 +52,30 @@ const LEAF: Array<[(url: string, fn: string) => boolean, string]> = [
 ]
 
 /**
- * The profile of a built module (the Node edge as infra/build/edge-node.ts builds it: one file)
- * with each of its frames moved to the source file and line its source map names, so that stages
- * and functions are charged as they would be from the sources.
+ * Where a V8 frame (url, 0-based line and column) of a built module (the Node edge as
+ * infra/build/edge-node.ts builds it: one file) came from, by the source map beside it: the source
+ * file and its 0-based line; undefined for a frame of another file or a position the map lacks.
+ */
+export function sourceLocator(module: string): (url: string, line: number, column: number) => { url: string; line: number } | undefined {
+  const map = new SourceMap(JSON.parse(readFileSync(`${module}.map`, 'utf8')))
+  const builtUrl = pathToFileURL(module).href
+  return (url, line, column) => {
+    if (url !== builtUrl) return undefined
+    const at = map.findEntry(line, column)
+    return 'originalSource' in at ? { url: at.originalSource, line: at.originalLine } : undefined
+  }
+}
+
+/**
+ * The profile of a built module with each of its frames moved to the source file and line its
+ * source map names (sourceLocator), so that stages and functions are charged as they would be
+ * from the sources.
  */
 export function withSources(profile: CpuProfile, module: string): CpuProfile {
-  const map = new SourceMap(JSON.parse(readFileSync(`${module}.map`, 'utf8')))
-  const url = pathToFileURL(module).href
+  const locate = sourceLocator(module)
   const nodes = profile.nodes.map((n) => {
-    if (n.callFrame.url !== url) return n
-    const at = map.findEntry(n.callFrame.lineNumber ?? 0, n.callFrame.columnNumber ?? 0)
-    return 'originalSource' in at ? { ...n, callFrame: { ...n.callFrame, url: at.originalSource, lineNumber: at.originalLine } } : n
+    const at = locate(n.callFrame.url, n.callFrame.lineNumber ?? 0, n.callFrame.columnNumber ?? 0)
+    return at ? { ...n, callFrame: { ...n.callFrame, url: at.url, lineNumber: at.line } } : n
   })
   return { ...profile, nodes }
 }

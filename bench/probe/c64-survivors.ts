@@ -8,11 +8,10 @@
  */
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync } from 'node:fs'
-import { SourceMap } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
+import { sourceLocator } from '../lib/cpu-profile-stages.ts'
 import { BENCH_API_KEY, benchEdgeEnv, INSTANT_MODEL, seedBenchKey } from '../lib/bench-edge.ts'
 import { pinSelf } from '../lib/procs.ts'
 import { startInstantUpstream, startNodeEdge, startUpstashProcs, type EdgeProc } from '../lib/services.ts'
@@ -73,15 +72,9 @@ try {
 
 /** `function file:line` of a frame; a frame of the built edge named by its source. */
 function siteNamer(module: string | undefined): (f: HeapNode['callFrame']) => string {
-  const map = module ? new SourceMap(JSON.parse(readFileSync(`${module}.map`, 'utf8'))) : undefined
-  const url = module ? pathToFileURL(module).href : undefined
+  const locate = module ? sourceLocator(module) : undefined
   return (f) => {
-    let file = f.url
-    let line = f.lineNumber
-    if (map && f.url === url) {
-      const at = map.findEntry(f.lineNumber, f.columnNumber)
-      if ('originalSource' in at) [file, line] = [at.originalSource, at.originalLine]
-    }
-    return `${f.functionName || '(anonymous)'} ${file.replace(/^.*?((edge|shared)\/src\/|node_modules\/)/, '$1')}:${line + 1}`
+    const at = locate?.(f.url, f.lineNumber, f.columnNumber) ?? { url: f.url, line: f.lineNumber }
+    return `${f.functionName || '(anonymous)'} ${at.url.replace(/^.*?((edge|shared)\/src\/|node_modules\/)/, '$1')}:${at.line + 1}`
   }
 }
