@@ -8,38 +8,30 @@
  * time per request, count and mean pause by kind. `--node-args` goes to both proxies' node;
  * `--source` runs both from their TypeScript through tsx instead of built (services.ts).
  */
-import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
-import { BENCH_API_KEY, benchEdgeEnv, INSTANT_MODEL, seedBenchKey } from '../lib/bench-edge.ts'
-import { pinSelf } from '../lib/procs.ts'
-import { startBarePassthrough, startInstantUpstream, startNodeEdge, startUpstashProcs, type EdgeProc } from '../lib/services.ts'
+import { BENCH_API_KEY, INSTANT_MODEL } from '../lib/bench-edge.ts'
+import { startPinnedRig } from '../lib/pinned-rig.ts'
+import { startBarePassthrough, startNodeEdge } from '../lib/services.ts'
 import { percentile, round } from '../lib/stats.ts'
-import { benchAgent, sendRequest, type RequestRecord } from '../load/client.ts'
+import { sendRequest, type RequestRecord } from '../load/client.ts'
 import { buildBody } from '../load/dialects.ts'
 import { closedLoop } from '../load/generators.ts'
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, 'node-args': { type: 'string', default: '' }, source: { type: 'boolean', default: false } } })
 const nodeArgs = values['node-args']!.split(' ').filter(Boolean)
 const preload = [join(import.meta.dirname, 'gc-trace.ts')]
-const upstash = await startUpstashProcs({ cpus: '1' })
-const instant = await startInstantUpstream({ cpus: '1' })
-const unpin = pinSelf('1')
-const started: EdgeProc[] = []
-const agent = benchAgent()
+const rig = await startPinnedRig()
+const { agent } = rig
 try {
-  await seedBenchKey(upstash)
-  const edgeEnv = benchEdgeEnv(upstash, randomBytes(24).toString('hex'), [{ id: 'bench-instant', url: instant.url, model: INSTANT_MODEL }])
   const gcOut = { edge: join(tmpdir(), `zl-gc-edge-${process.pid}.json`), bare: join(tmpdir(), `zl-gc-bare-${process.pid}.json`) }
-  const edge = await startNodeEdge({ ...edgeEnv, GC_TRACE_OUT: gcOut.edge }, { cpus: '0', nodeArgs, preload, source: values.source })
-  started.push(edge)
+  const edge = rig.own(await startNodeEdge({ ...rig.edgeEnv, GC_TRACE_OUT: gcOut.edge }, { cpus: '0', nodeArgs, preload, source: values.source }))
   // The passthrough's environment is its own; the preload reads GC_TRACE_OUT from this process's.
   process.env.GC_TRACE_OUT = gcOut.bare
-  const bare = await startBarePassthrough(instant.url, { cpus: '0', nodeArgs, preload, source: values.source })
-  started.push(bare)
+  const bare = rig.own(await startBarePassthrough(rig.instant.url, { cpus: '0', nodeArgs, preload, source: values.source }))
   const targets = { edge, bare }
   const body = buildBody('openai-chat', { model: INSTANT_MODEL, text: 'hello', maxTokens: 1, stream: true })
   const send = (t: keyof typeof targets, signal?: AbortSignal) =>
@@ -76,9 +68,5 @@ try {
     }
   }
 } finally {
-  unpin()
-  await agent.close()
-  for (const s of started.reverse()) await s.stop().catch(() => {})
-  await instant.stop()
-  await upstash.stop()
+  await rig.close()
 }

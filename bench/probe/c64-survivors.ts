@@ -6,16 +6,15 @@
  * (bench/probe/survivor-trace.ts). Prints the surviving bytes per request and the allocation
  * sites (innermost frame, mapped to the sources through the bundle's source map) that hold most.
  */
-import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { sourceLocator } from '../lib/cpu-profile-stages.ts'
-import { BENCH_API_KEY, benchEdgeEnv, INSTANT_MODEL, seedBenchKey } from '../lib/bench-edge.ts'
-import { pinSelf } from '../lib/procs.ts'
-import { startInstantUpstream, startNodeEdge, startUpstashProcs, type EdgeProc } from '../lib/services.ts'
-import { benchAgent, sendRequest } from '../load/client.ts'
+import { BENCH_API_KEY, INSTANT_MODEL } from '../lib/bench-edge.ts'
+import { startPinnedRig } from '../lib/pinned-rig.ts'
+import { startNodeEdge } from '../lib/services.ts'
+import { sendRequest } from '../load/client.ts'
 import { buildBody } from '../load/dialects.ts'
 import { closedLoop } from '../load/generators.ts'
 
@@ -24,21 +23,16 @@ interface HeapNode { callFrame: { functionName: string; url: string; lineNumber:
 const { values } = parseArgs({ options: { requests: { type: 'string', default: '8192' } } })
 const requests = Number(values.requests)
 const out = join(mkdtempSync(join(tmpdir(), 'zl-survivors-')), 'edge.heapprofile')
-const upstash = await startUpstashProcs({ cpus: '1' })
-const instant = await startInstantUpstream({ cpus: '1' })
-const unpin = pinSelf('1')
-const agent = benchAgent()
-let edge: EdgeProc | undefined
+const rig = await startPinnedRig()
+const { agent } = rig
 try {
-  await seedBenchKey(upstash)
-  const env = { ...benchEdgeEnv(upstash, randomBytes(24).toString('hex'), [{ id: 'bench-instant', url: instant.url, model: INSTANT_MODEL }]), SURVIVOR_TRACE_OUT: out }
-  edge = await startNodeEdge(env, { cpus: '0', preload: [join(import.meta.dirname, 'survivor-trace.ts')] })
+  const edge = rig.own(await startNodeEdge({ ...rig.edgeEnv, SURVIVOR_TRACE_OUT: out }, { cpus: '0', preload: [join(import.meta.dirname, 'survivor-trace.ts')] }))
   const body = buildBody('openai-chat', { model: INSTANT_MODEL, text: 'hello', maxTokens: 1, stream: true })
-  const send = (signal: AbortSignal) => sendRequest({ origin: edge!.url, dialect: 'openai-chat', body, stream: true, headers: { authorization: `Bearer ${BENCH_API_KEY}` }, dispatcher: agent, timeoutMs: 20_000, signal })
+  const send = (signal: AbortSignal) => sendRequest({ origin: edge.url, dialect: 'openai-chat', body, stream: true, headers: { authorization: `Bearer ${BENCH_API_KEY}` }, dispatcher: agent, timeoutMs: 20_000, signal })
   await closedLoop({ concurrency: 64, durationMs: 30_000, graceMs: 5000, maxRequests: 4096, run: (_i, s) => send(s) })
   const signal = async (msg: string) => {
-    const seen = edge!.proc.waitFor((_l, j) => j?.msg === msg, 60_000)
-    process.kill(edge!.proc.pid, 'SIGUSR2')
+    const seen = edge.proc.waitFor((_l, j) => j?.msg === msg, 60_000)
+    process.kill(edge.proc.pid, 'SIGUSR2')
     await seen
   }
   await signal('survivor-trace started')
@@ -63,11 +57,7 @@ try {
     console.log(JSON.stringify({ site, bytes_per_request: Math.round(bytes / served), share: Math.round((1000 * bytes) / total) / 10 }))
   }
 } finally {
-  unpin()
-  await agent.close()
-  await edge?.stop().catch(() => {})
-  await instant.stop()
-  await upstash.stop()
+  await rig.close()
 }
 
 /** `function file:line` of a frame; a frame of the built edge named by its source. */
