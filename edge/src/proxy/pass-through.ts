@@ -201,13 +201,26 @@ export function passThrough(upstream: UpstreamBody, opts: PassThroughOptions): P
     // write; a stream that has none yet still shows its headers at once.
     if (!wrote && !over) out.flushHeaders?.()
   }
-  let readable: ReadableStream<Uint8Array> | undefined
-  return {
-    get readable() {
-      return (readable ??= webStream())
-    },
-    finished,
-    relay,
+  return new RelayedBody(webStream, finished, relay)
+}
+
+/**
+ * A relayed body's PipedBody. A class, not an object literal with a `get readable()`: a literal's
+ * getter is a new closure per call, and V8 (Node 20) then kept every request's whole graph (the
+ * closure's context reaches the upstream, the Node response, Hono's Context…) through two young
+ * collections, promoting ~13 kB a request to the old generation (bench/probe/promotion-probe.ts).
+ * The getter on the prototype is one function for all.
+ */
+class RelayedBody implements PipedBody {
+  private made: ReadableStream<Uint8Array> | undefined
+  constructor(
+    private readonly make: () => ReadableStream<Uint8Array>,
+    readonly finished: Promise<BodyOutcome>,
+    readonly relay: Relay,
+  ) {}
+
+  get readable(): ReadableStream<Uint8Array> {
+    return (this.made ??= this.make())
   }
 }
 

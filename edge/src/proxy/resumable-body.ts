@@ -31,7 +31,6 @@ export interface ResumableBody extends UpstreamBody {
 
 export function resumableBody(first: UpstreamBody, opts: ResumeOptions): ResumableBody {
   let resumes = 0
-  let web: ReadableStream<Uint8Array> | undefined
   const pushTo = (out: ChunkSink): PushedBody => {
     const scanner = new FrameScanner()
     let current: PushedBody | undefined
@@ -138,15 +137,26 @@ export function resumableBody(first: UpstreamBody, opts: ResumeOptions): Resumab
       },
     }
   }
-  return {
-    get resumes() {
-      return resumes
-    },
-    get body() {
-      web ??= webStreamOf(pushTo)
-      return web
-    },
-    pushTo,
+  return new ResumingBody(pushTo, () => resumes)
+}
+
+/**
+ * A class, not an object literal with per-call getters: those kept each stream's whole graph
+ * alive through young collections in V8 (see RelayedBody in pass-through.ts).
+ */
+class ResumingBody implements ResumableBody {
+  private web: ReadableStream<Uint8Array> | undefined
+  constructor(
+    readonly pushTo: (out: ChunkSink) => PushedBody,
+    private readonly count: () => number,
+  ) {}
+
+  get resumes(): number {
+    return this.count()
+  }
+
+  get body(): ReadableStream<Uint8Array> {
+    return (this.web ??= webStreamOf(this.pushTo))
   }
 }
 
