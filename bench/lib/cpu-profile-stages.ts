@@ -55,10 +55,10 @@ const LEAF: Array<[(url: string, fn: string) => boolean, string]> = [
  * Where a V8 frame (url, 0-based line and column) of a built module (the Node edge as
  * infra/build/edge-node.ts builds it: one file) came from, by the source map beside it: the source
  * file and its 0-based line; undefined for a frame of another file or a position the map lacks.
+ * `builtUrl`: the module's url in the profile (workerd names a Worker's module by its bare name).
  */
-export function sourceLocator(module: string): (url: string, line: number, column: number) => { url: string; line: number } | undefined {
+export function sourceLocator(module: string, builtUrl = pathToFileURL(module).href): (url: string, line: number, column: number) => { url: string; line: number } | undefined {
   const map = new SourceMap(JSON.parse(readFileSync(`${module}.map`, 'utf8')))
-  const builtUrl = pathToFileURL(module).href
   return (url, line, column) => {
     if (url !== builtUrl) return undefined
     const at = map.findEntry(line, column)
@@ -71,8 +71,8 @@ export function sourceLocator(module: string): (url: string, line: number, colum
  * source map names (sourceLocator), so that stages and functions are charged as they would be
  * from the sources.
  */
-export function withSources(profile: CpuProfile, module: string): CpuProfile {
-  const locate = sourceLocator(module)
+export function withSources(profile: CpuProfile, module: string, builtUrl?: string): CpuProfile {
+  const locate = sourceLocator(module, builtUrl)
   const nodes = profile.nodes.map((n) => {
     const at = locate(n.callFrame.url, n.callFrame.lineNumber ?? 0, n.callFrame.columnNumber ?? 0)
     return at ? { ...n, callFrame: { ...n.callFrame, url: at.url, lineNumber: at.line } } : n

@@ -218,6 +218,8 @@ export interface WranglerDevOptions {
   /** A wrangler config other than the repo's (the bare proxy Worker, bench/probe/bare-worker/). */
   config?: string
   name?: string
+  /** `miniflare` only: workerd's V8 inspector on this port (bench/probe/worker-profile.ts). */
+  inspectorPort?: number
 }
 
 /**
@@ -234,7 +236,7 @@ export async function startWranglerDev(env: Record<string, string>, opts: Wrangl
   const kind = opts.kind ?? DEFAULT_EDGE_KIND
   const args =
     kind === 'miniflare'
-      ? [...TSX, 'infra/local/miniflare-edge-cli.ts', ...common, '--no-watch']
+      ? [...TSX, 'infra/local/miniflare-edge-cli.ts', ...common, '--no-watch', ...(opts.inspectorPort ? ['--inspector-port', String(opts.inspectorPort)] : [])]
       : kind === 'wrangler-inspector'
         ? ['node_modules/wrangler/bin/wrangler.js', 'dev', ...common, '--log-level', 'warn', '--inspector-port', String(await freePort()), '--show-interactive-dev-session=false']
         : [...TSX, 'infra/local/wrangler-dev-cli.ts', ...common, '--log-level', 'warn', '--no-watch']

@@ -28,6 +28,8 @@ import { LocalEdgeOptions } from './local-edge.ts'
 export const MiniflareEdgeOptions = LocalEdgeOptions.extend({
   /** Folders whose changes trigger a rebuild (relative to the working directory). */
   watchDirs: z.array(z.string().min(1)).default(['edge/src', 'shared/src']),
+  /** workerd's V8 inspector (DevTools, CPU profiles: bench/probe/worker-profile.ts); off by default, as it costs every request. */
+  inspectorPort: z.coerce.number().int().min(1).max(65535).optional(),
 })
 export type MiniflareEdgeOptions = z.infer<typeof MiniflareEdgeOptions>
 
@@ -84,6 +86,7 @@ export async function startMiniflareEdge(input: z.input<typeof MiniflareEdgeOpti
     return {
       host: o.ip,
       port: o.port,
+      ...(o.inspectorPort ? { inspectorPort: o.inspectorPort } : {}),
       ...(o.persistTo ? { defaultPersistRoot: o.persistTo } : {}),
       workers: [
         {
