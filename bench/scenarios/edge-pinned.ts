@@ -95,7 +95,7 @@ export async function runPinnedEdge(ctx: BenchContext, input: PinnedEdgeInput): 
       ctx.log(`pinned c1 round ${r + 1}/${c1Rounds}: direct TTFB p50 ${p50('direct').toFixed(2)} ms; added: ${proxies.map((p) => `${p} +${c1Added[p]!.at(-1)!.toFixed(2)}`).join(', ')} ms`)
     }
 
-    const c64Rounds = ctx.quick ? 2 : 4
+    const c64Rounds = ctx.quick ? 4 : 16
     const c64Requests = ctx.quick ? 512 : 2048
     const c64Added: Record<string, number[]> = Object.fromEntries(proxies.map((p) => [p, []]))
     const c64All: Record<string, RequestRecord[]> = Object.fromEntries(targets.map((t) => [t, []]))

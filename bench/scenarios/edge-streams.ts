@@ -142,7 +142,7 @@ export async function runEdgeStreams(i: EdgeStreamsInput): Promise<EdgeStreamsRe
       }
     }
 
-    const c64Rounds = ctx.quick ? 1 : 3
+    const c64Rounds = ctx.quick ? 1 : 5
     const c64Requests = ctx.quick ? 128 : 384
     // The bare Worker under the default set-up too: the runtime's own p99, beside ours.
     const c64Targets = targets.filter((t) => t !== 'bare-wrangler-inspector')
