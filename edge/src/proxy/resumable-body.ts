@@ -10,7 +10,7 @@
  * entry's relay) or as a web stream (Workers).
  */
 import { FrameScanner } from './frame-scanner.ts'
-import type { ChunkSink, PushedBody, UpstreamBody } from './pass-through.ts'
+import { webStreamOfPushed, type ChunkSink, type PushedBody, type UpstreamBody } from './pass-through.ts'
 
 export type ResumeOutcome = 'resumed' | 'exhausted' | 'no_node'
 
@@ -156,7 +156,7 @@ class ResumingBody implements ResumableBody {
   }
 
   get body(): ReadableStream<Uint8Array> {
-    return (this.web ??= webStreamOf(this.pushTo))
+    return (this.web ??= webStreamOfPushed(this.pushTo))
   }
 }
 
@@ -194,26 +194,4 @@ function sourceOf(up: UpstreamBody, sink: ChunkSink): PushedBody {
       this.resume()
     },
   }
-}
-
-/** The pushed body as a web stream (the Workers path): a few chunks queued, then backpressure by pull. */
-function webStreamOf(pushTo: (sink: ChunkSink) => PushedBody): ReadableStream<Uint8Array> {
-  let pushed: PushedBody
-  return new ReadableStream<Uint8Array>(
-    {
-      start(controller) {
-        pushed = pushTo({
-          chunk(bytes) {
-            controller.enqueue(bytes)
-            return (controller.desiredSize ?? 0) > 0
-          },
-          end: () => controller.close(),
-          error: (err) => controller.error(err),
-        })
-      },
-      pull: () => pushed.resume(),
-      cancel: (reason) => pushed.cancel(reason instanceof Error ? reason : new Error(String(reason))),
-    },
-    { highWaterMark: 16 },
-  )
 }
