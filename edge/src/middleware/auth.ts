@@ -3,7 +3,9 @@
  * is looked up (through the per-isolate KeyCache). The key never reaches a log line, an error
  * body or a context variable.
  *
- * Answers: no key, a malformed or unknown key → 401 (authentication_error); a disabled key →
+ * Answers: no key, a malformed or unknown key, or two different credentials (an Authorization
+ * header and an x-api-key that disagree: which one the caller meant is anyone's guess, so neither
+ * is looked up) → 401 (authentication_error); a disabled key →
  * 403 (permission_error: the key is known but may not be used). Models outside a key's
  * allowlist are refused later, by validate.ts, as 404 — the answer OpenAI gives ("does not exist
  * or you do not have access to it"), which does not reveal which models exist.
@@ -48,6 +50,9 @@ export function authenticateKey(config: EdgeConfig, keys: KeyCache, options: Aut
     if (presented === undefined) {
       throw new ApiError('unauthorized', "Missing API key: send it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'.")
     }
+    if (presented === AMBIGUOUS) {
+      throw new ApiError('unauthorized', "Two different credentials were sent, in 'Authorization' and in 'x-api-key': send one API key, in either header, or the same key in both.")
+    }
     const byKey = () => andThen(principalForKey(presented, config, keys, digest, c.get('waitUntil')), (p) => void c.set('principal', p))
     if (options.allowAdmin && config.adminToken !== undefined) {
       return secretsEqual(presented, config.adminToken).then((isAdmin) => (isAdmin ? void c.set('principal', adminPrincipal()) : byKey()))
@@ -56,11 +61,22 @@ export function authenticateKey(config: EdgeConfig, keys: KeyCache, options: Aut
   }
 }
 
-/** Bearer wins over x-api-key (as in both SDKs, which send one or the other). */
-function presentedKey(authorization: string | undefined, xApiKey: string | undefined): string | undefined {
-  const bearer = authorization?.match(/^Bearer\s+(\S+)\s*$/i)?.[1]
-  const key = bearer ?? xApiKey?.trim()
-  return key ? key : undefined
+/** Both credential headers were sent and they disagree. */
+const AMBIGUOUS = Symbol('ambiguous credentials')
+
+/**
+ * The one key the request presents. The SDKs send one header (@anthropic-ai/sdk 1.x an apiKey as
+ * `Authorization: Bearer`, older clients and curl lines `x-api-key`): the same key in both is
+ * one identity, two different values are ambiguous, whichever of them is valid. Beside an x-api-key, an
+ * Authorization header that is not `Bearer <key>` is a second credential too (its whole value is
+ * compared); alone, it presents no key.
+ */
+function presentedKey(authorization: string | undefined, xApiKey: string | undefined): string | typeof AMBIGUOUS | undefined {
+  const auth = authorization?.trim() || undefined
+  const bearer = auth?.match(/^Bearer\s+(\S+)$/i)?.[1]
+  const apiKey = xApiKey?.trim() || undefined
+  if (auth !== undefined && apiKey !== undefined && (bearer ?? auth) !== apiKey) return AMBIGUOUS
+  return bearer ?? apiKey
 }
 
 /** The key's principal: at once when the digest is synchronous and the record cached (the common case), else after the store. */

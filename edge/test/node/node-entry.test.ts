@@ -86,6 +86,30 @@ describe('Node entry over an HTTP/2 upstream', () => {
     expect(keepAlive).toBe(`timeout=${CLIENT_KEEP_ALIVE_MS / 1000}`)
   })
 
+  it('answers 401 naming both headers when Authorization and x-api-key carry different keys, whichever is valid; the same key in both is served', async () => {
+    const other = 'zl-' + 'B'.repeat(32)
+    const ask = (path: string, body: unknown, headers: Record<string, string>) =>
+      fetch(`${edge.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-zl-client-geo': US_EAST, ...headers }, body: JSON.stringify(body) })
+    const routes = [
+      { path: '/v1/chat/completions', body: { model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 } },
+      { path: '/v1/completions', body: { model: 'tiny', prompt: 'hi', max_tokens: 4 } },
+      { path: '/v1/messages', body: { model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 } },
+    ]
+    for (const { path, body } of routes) {
+      for (const [i, headers] of [{ authorization: `Bearer ${key}`, 'x-api-key': other }, { authorization: `Bearer ${other}`, 'x-api-key': key }].entries()) {
+        const res = await ask(path, body, headers)
+        const text = await res.text()
+        expect(res.status, `${path}, pair ${i}`).toBe(401)
+        expect(text).toMatch(/Authorization.*x-api-key/)
+        expect(text).not.toContain(key)
+        expect(text).not.toContain(other)
+      }
+      const same = await ask(path, body, { authorization: `Bearer ${key}`, 'x-api-key': key })
+      await same.arrayBuffer()
+      expect(same.status, `${path}: the same key in both headers`).toBe(200)
+    }
+  })
+
   it('streams a response through the h2c upstream', async () => {
     const res = await chat(`one-${crypto.randomUUID()}`)
     expect(res.status).toBe(200)

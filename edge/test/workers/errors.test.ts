@@ -59,6 +59,34 @@ describe('auth', () => {
     expect((await call(MESSAGES, messagesBody(), { key: good.key, auth: 'x-api-key' })).res.status).toBe(200)
   })
 
+  it('answers 401 naming both headers when Authorization and x-api-key carry different credentials, whichever is valid; the same key in both is served', async () => {
+    const other = 'zl-' + 'B'.repeat(32)
+    const routes = [
+      { path: CHAT, body: chatBody(), shape: (json: unknown) => expectOpenAIError(json, 'authentication_error', 'unauthorized') },
+      { path: '/v1/completions', body: JSON.stringify({ model: MODEL, prompt: 'hi', max_tokens: 4 }), shape: (json: unknown) => expectOpenAIError(json, 'authentication_error', 'unauthorized') },
+      { path: MESSAGES, body: messagesBody(), shape: (json: unknown) => expectAnthropicError(json, 'authentication_error') },
+    ]
+    const pairs = [
+      { authorization: `Bearer ${good.key}`, 'x-api-key': other },
+      { authorization: `Bearer ${other}`, 'x-api-key': good.key },
+      { authorization: 'Basic dXNlcjpwYXNz', 'x-api-key': good.key },
+    ]
+    for (const { path, body, shape } of routes) {
+      for (const [i, headers] of pairs.entries()) {
+        const r = await call(path, body, { headers })
+        expect(r.res.status, `${path}, pair ${i}`).toBe(401)
+        shape(r.json)
+        const message: string = r.json!.error.message
+        expect(message).toContain('Authorization')
+        expect(message).toContain('x-api-key')
+        expect(r.text).not.toContain(good.key)
+        expect(r.text).not.toContain(other)
+      }
+      const same = await call(path, body, { headers: { authorization: `Bearer ${good.key}`, 'x-api-key': good.key } })
+      expect(same.res.status, `${path}: the same key in both headers`).toBe(200)
+    }
+  })
+
   it('answers 403 permission_error for a disabled key', async () => {
     const a = await call(CHAT, chatBody(), { key: disabled.key })
     expect(a.res.status).toBe(403)
