@@ -68,6 +68,18 @@ describe('Supervisor', () => {
     expect(fatal).toEqual([])
   })
 
+  it('kills a service on demand and keeps it down for as long as asked before the restart', async () => {
+    const { sup, status } = supervisor()
+    const port = await freePort()
+    await sup.start(httpService('node-b', port, false))
+    const killedAt = Date.now()
+    sup.kill('node-b', 'SIGKILL', { downForMs: 2500 })
+    await until(() => status.some((l) => /node-b killed by SIGKILL; restarting in 3 s/.test(l)))
+    await expect(fetch(`http://127.0.0.1:${port}/`)).rejects.toThrow()
+    await until(() => status.some((l) => l.includes('node-b is back')))
+    expect(Date.now() - killedAt).toBeGreaterThanOrEqual(2500)
+  })
+
   it('reports a critical service that dies, with its last log lines', async () => {
     const { sup, fatal } = supervisor()
     const port = await freePort()

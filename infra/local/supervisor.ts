@@ -34,6 +34,8 @@ interface Running {
   exited: Promise<void>
   restarts: number
   startedAt: number
+  /** Set by kill(): the restart waits at least this long after the exit. */
+  downForMs?: number
 }
 
 const MAX_BACKOFF_MS = 30_000
@@ -108,6 +110,18 @@ export class Supervisor {
     this.running.clear()
   }
 
+  /**
+   * Kills a running service with `signal` (an outage on demand, for tests and benchmarks). A
+   * non-critical service is restarted as after any death, but not before `downForMs` have passed
+   * (a region that stays down long enough for its heartbeat row to go stale).
+   */
+  kill(name: string, signal: NodeJS.Signals, opts: { downForMs?: number } = {}): void {
+    const entry = this.running.get(name)
+    if (!entry) throw new Error(`no running service ${name}`)
+    if (opts.downForMs !== undefined) entry.downForMs = opts.downForMs
+    entry.child.kill(signal)
+  }
+
   /** For tests and operators: the pid of a running service. */
   pid(name: string): number | undefined {
     return this.running.get(name)?.child.pid
@@ -134,11 +148,11 @@ export class Supervisor {
     }
     // A node that ran a minute counts as healthy again: start the back-off over.
     const restarts = Date.now() - entry.startedAt > 60_000 ? 0 : entry.restarts + 1
-    this.scheduleRestart(entry.spec, restarts, reason)
+    this.scheduleRestart(entry.spec, restarts, reason, entry.downForMs)
   }
 
-  private scheduleRestart(spec: ServiceSpec, restarts: number, reason: string): void {
-    const backoffMs = Math.min(MAX_BACKOFF_MS, 1000 * 2 ** Math.max(0, restarts - 1))
+  private scheduleRestart(spec: ServiceSpec, restarts: number, reason: string, downForMs = 0): void {
+    const backoffMs = Math.max(downForMs, Math.min(MAX_BACKOFF_MS, 1000 * 2 ** Math.max(0, restarts - 1)))
     this.events.status(`${spec.name} ${reason}; restarting in ${(backoffMs / 1000).toFixed(0)} s (region outage until then)`)
     setTimeout(() => {
       if (this.stopping) return

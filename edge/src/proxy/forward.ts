@@ -3,12 +3,14 @@
  * node, fail over before the first response byte, and hand the node's body to the client as the
  * response body — no parsing, no re-encoding (proxy/pass-through.ts).
  *
- * Failover: a connect error, no response headers within the timeout, or 503/529 (overloaded)
- * moves on to the next ranked node, up to MAX_ATTEMPTS in all; the failed node is marked down in
- * this isolate — for the full mark-down when it could not be reached, but only briefly and as
- * busy when it was full or slow to answer (see `forward`). The timeout until headers is UPSTREAM_CONNECT_TIMEOUT_MS for streams (a node
- * answers a stream's headers as soon as it admits it) and REQUEST_TIMEOUT_MS otherwise (a JSON
- * answer's headers come with the whole completion). Any other status is the node's answer.
+ * Failover: a connect error or 503/529 (overloaded) moves on to the next ranked node, up to
+ * MAX_ATTEMPTS in all; the failed node is marked down in this isolate — for the full mark-down
+ * when it could not be reached, but only briefly and as busy when it was full or slow to answer
+ * (`markFailed`). A stream's node that sends no headers within UPSTREAM_CONNECT_TIMEOUT_MS (a
+ * node answers a stream's headers as soon as it admits it) is hedged: the next node is asked
+ * beside it and the first answer is taken (hedged-attempts.ts). A JSON answer's headers come
+ * with the whole completion: REQUEST_TIMEOUT_MS each, one node at a time. Any other status is the
+ * node's answer.
  */
 import { ApiError } from '../../../shared/src/api-error.ts'
 import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
@@ -19,6 +21,7 @@ import { andThen } from '../../../shared/src/maybe-promise.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { RankedNode } from '../routing/pick-node.ts'
 import { forwardedResponse, type ResponseBody } from './forwarded-response.ts'
+import { HedgedAttempts } from './hedged-attempts.ts'
 import { passThrough, type BodyOutcome, type PipedBody, type Relay, type UpstreamBody } from './pass-through.ts'
 import { resumableBody, type ResumeOutcome } from './resumable-body.ts'
 import { targetUrl } from './target-url.ts'
@@ -209,16 +212,31 @@ type Attempt =
   | { ok: false; slow?: boolean; overloaded?: { status: number; headers: UpstreamHeaders; body: Uint8Array } }
 
 export async function forward(nodes: readonly RankedNode[], req: ForwardRequest, deps: ForwardDeps): Promise<ForwardResult> {
-  const tried = nodes.slice(0, MAX_ATTEMPTS)
   const upstreamStartMs = deps.now()
   let failed = 0
   let lastOverload: Extract<Attempt, { ok: false }>['overloaded']
   let lastOverloadNode: RankedNode | undefined
   let brokeMidBody = false
   let slow = false
-  for (const node of tried) {
-    const attempt = await send(node, req, deps)
+  // A stream's headers come when its node admits it: a node silent past the connect timeout is
+  // hedged (hedged-attempts.ts), not given up. A JSON answer's come with the whole completion.
+  const attempts = new HedgedAttempts<RankedNode, Attempt>({
+    nodes: nodes.slice(0, MAX_ATTEMPTS),
+    send: (node, headersTimeoutMs) => send(node, req, deps, headersTimeoutMs),
+    ...(req.stream ? { hedgeAfterMs: deps.connectTimeoutMs } : {}),
+    timeoutMs: deps.requestTimeoutMs,
+    now: deps.now,
+    settledLate: ({ node, attempt }) => {
+      if (attempt.ok) attempt.res.body?.cancel().catch(() => {})
+      else markFailed(node, attempt, deps)
+    },
+  })
+  for (let settled = await attempts.settle(); settled; settled = await attempts.settle()) {
+    const { node, attempt } = settled
     if (attempt.ok) {
+      // Nodes asked before this one whose answer it overtook count as failovers, like failed ones.
+      failed += attempts.overtaken()
+      attempts.abandon()
       const headersAtMs = deps.now()
       const headers = responseHeaders(attempt.res.headers, node, failed, req.startedAtMs, upstreamStartMs, headersAtMs)
       const sse = (attempt.res.headers.get('content-type') ?? '').startsWith('text/event-stream')
@@ -233,6 +251,7 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
         // Not marked down: like a broken stream, it says less about the node than a refused connection.
         failed++
         brokeMidBody = true
+        attempts.moveOn()
         continue
       }
       if (req.stream && sse && attempt.res.status === 200 && (deps.maxResumes ?? MAX_RESUMES) > 0) return resumingStream(nodes, node, attempt, headers, failed, req, deps)
@@ -240,20 +259,13 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
       return answered(node, failed, piped.finished, attempt.res.status, headers, clientBody(piped, sse, deps), sse, piped.relay)
     }
     failed++
-    // A full node is healthy: skip it only as long as it asked (retry-after-ms), not for the
-    // full mark-down of a node that failed, or a burst would shut it out after it drained. A node
-    // that sent no headers in time is, as measured under a 3× overload of the local stack, most
-    // often a node too busy to answer: it is skipped as busy for as long as one request may
-    // spend finding every node slow (MAX_ATTEMPTS timeouts), so a burst pays that once (a dead
-    // process refuses the connection and is marked down in full; a dead machine's heartbeat
-    // stops, and the node table drops it). Marked down in full, every node of the overloaded
-    // stack was soon down, and each request got a 502 instead of an honest 503.
-    deps.markDown(node.id, attempt.overloaded ? retryHintMs(attempt.overloaded.headers) : attempt.slow ? MAX_ATTEMPTS * deps.connectTimeoutMs : undefined)
+    markFailed(node, attempt, deps)
     slow ||= attempt.slow === true
     if (attempt.overloaded) {
       lastOverload = attempt.overloaded
       lastOverloadNode = node
     }
+    attempts.moveOn()
   }
   if (lastOverload && lastOverloadNode) {
     // Every node that answered was full: the last one's own dialect-shaped 503/529 (with
@@ -264,6 +276,21 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
   if (brokeMidBody) throw new ApiError('upstream_unavailable', 'The GPU node failed while sending this response; please retry.', { retryAfterMs: 1000 })
   if (slow) throw new ApiError('overloaded', 'The GPU nodes serving this model are too busy to answer in time; please retry.', { retryAfterMs: deps.connectTimeoutMs })
   throw new ApiError('upstream_unavailable', 'No GPU node could be reached for this request; please retry.', { retryAfterMs: 1000 })
+}
+
+/**
+ * A node whose attempt failed is skipped for a while in this isolate. A full node is healthy:
+ * skip it only as long as it asked (retry-after-ms), not for the full mark-down of a node that
+ * failed, or a burst would shut it out after it drained. A node that sent no headers in time is,
+ * as measured under a 3× overload of the local stack, most often a node too busy to answer: it
+ * is skipped as busy for as long as one request may spend finding every node slow (MAX_ATTEMPTS
+ * timeouts), so a burst pays that once (a dead process refuses the connection and is marked down
+ * in full; a dead machine's heartbeat stops, and the node table drops it). Marked down in full,
+ * every node of the overloaded stack was soon down, and each request got a 502 instead of an
+ * honest 503. A node that answered late, after a hedge, is not marked: it was not too busy.
+ */
+function markFailed(node: RankedNode, attempt: Extract<Attempt, { ok: false }>, deps: ForwardDeps): void {
+  deps.markDown(node.id, attempt.overloaded ? retryHintMs(attempt.overloaded.headers) : attempt.slow ? MAX_ATTEMPTS * deps.connectTimeoutMs : undefined)
 }
 
 /**
@@ -286,7 +313,7 @@ function resumingStream(nodes: readonly RankedNode[], node: RankedNode, first: E
       const ranked = deps.resumeNodes ? await deps.resumeNodes(dead) : nodes
       const next = ranked.filter((n) => !dead.has(n.id)).slice(0, MAX_ATTEMPTS)
       for (const candidate of next) {
-        const attempt = await send(candidate, { ...req, resume: { tokens: delivered, flushed } }, deps)
+        const attempt = await send(candidate, { ...req, resume: { tokens: delivered, flushed } }, deps, deps.connectTimeoutMs)
         if (attempt.ok && attempt.res.status === 200 && (attempt.res.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
           serving = candidate
           deps.onResumedOn?.(candidate)
@@ -348,13 +375,12 @@ function answered(node: RankedNode, failedAttempts: number, finished: Promise<Bo
   }
 }
 
-async function send(node: RankedNode, req: ForwardRequest, deps: ForwardDeps): Promise<Attempt> {
+async function send(node: RankedNode, req: ForwardRequest, deps: ForwardDeps, headersTimeoutMs: number): Promise<Attempt> {
   if (req.signal?.aborted) throw new ClientGone()
   const target = targetUrl(node.url, req.path)
   const signed = wireHeaders(req, target.pathname, deps)
   const headers = signed instanceof Promise ? await signed : signed
   // The timeout ends only this attempt (the upstream times it); the client's signal ends it too.
-  const headersTimeoutMs = req.stream ? deps.connectTimeoutMs : deps.requestTimeoutMs
   let res: UpstreamResponse
   try {
     res = await deps.upstream(target.href, { method: 'POST', headers, body: req.body, signal: req.signal, redirect: 'manual', headersTimeoutMs, nodeRegion: node.region })

@@ -3,7 +3,7 @@
  * well-formed stream or JSON body (the shared encoders), verifies the edge's signature, and
  * records what it received. What it does is scripted per request id (the edge forwards
  * x-request-id), so test files running at once never disturb each other:
- *   ok | 503 | 400 | hang (never answers) | break (2 frames, or half a JSON answer, then the socket
+ *   ok | 503 | 400 | hang (never answers) | late (answers as ok, LATE_MS late) | break (2 frames, or half a JSON answer, then the socket
  *   dies) | slow (a frame every 20 ms for ~10 s: for abort tests) | flood (FLOOD_FRAMES at once)
  *   | firehose (FIREHOSE_FRAMES big frames as fast as the edge takes them, honouring backpressure;
  *   without `stream`, a JSON answer of FIREHOSE_JSON_TEXT '~'s written in FIREHOSE_FRAME_PAYLOAD pieces).
@@ -28,7 +28,10 @@ export const FIREHOSE_FRAME_PAYLOAD = 16 * 1024
 /** A non-streamed `firehose` answer's text length: many more pieces than the edge holds unread. */
 export const FIREHOSE_JSON_TEXT = 64 * FIREHOSE_FRAME_PAYLOAD
 
-export type Mode = 'ok' | '503' | '400' | 'hang' | 'break' | 'slow' | 'flood' | 'firehose'
+export type Mode = 'ok' | '503' | '400' | 'hang' | 'late' | 'break' | 'slow' | 'flood' | 'firehose'
+
+/** How long a `late` node keeps its answer back. */
+export const LATE_MS = 400
 
 export interface Received {
   node: string
@@ -119,6 +122,7 @@ async function handle(req: Req, res: Res, opts: StandInOptions): Promise<void> {
   const mode = opts.script.get(requestId)?.[opts.id] ?? 'ok'
   if (!codec) return json(res, 404, { error: 'no route' })
   if (mode === 'hang') return
+  if (mode === 'late') await new Promise((resolve) => setTimeout(resolve, LATE_MS))
   if (mode === '503' || mode === '400') {
     const err = mode === '503' ? new ApiError('overloaded', 'stand-in is full', { retryAfterMs: 250 }) : new ApiError('invalid_request', 'stand-in refuses')
     const r = renderError(codec.errors, err)

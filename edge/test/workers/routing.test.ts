@@ -155,6 +155,24 @@ describe('failover before the first byte', () => {
     expect(Date.now() - slowAt).toBeLessThan(2000)
   })
 
+  it('hedges a stream whose node is silent past the timeout: the next nodes are asked beside it, and its late answer is taken', async () => {
+    // us-east answers at LATE_MS (400 ms), after the 300 ms timeout; the others never answer.
+    // Given up at 300 ms, as before, this request found every node slow and got 503 at 900 ms.
+    const app = appWith({ UPSTREAM_CONNECT_TIMEOUT_MS: '300' })
+    const { key } = await createKey()
+    const requestId = uniqueRequestId()
+    await script(requestId, { 'us-east': 'late', 'eu-west': 'hang', 'ap-south': 'hang' })
+    const t0 = Date.now()
+    const res = await app.fetch(edgeRequest('/v1/chat/completions', chatBody({ stream: true }), { key, requestId, geo: REGION_COORDS['us-east'] }))
+    expect(res.status).toBe(200)
+    expect(res.headers.get('x-zl-region')).toBe('us-east')
+    expect(res.headers.get('x-zl-failover')).toBeNull()
+    expect(await res.text()).toMatch(/data: \[DONE\]\n\n$/)
+    expect(Date.now() - t0).toBeLessThan(900)
+    // eu-west was asked beside it (at 300 ms), and its request closed once us-east's answer was taken.
+    expect((await waitFor(requestId, 'clientClosed', 'eu-west')).completed).toBe(false)
+  })
+
   it('answers 502 in the dialect when no node can be reached', async () => {
     const dead = (id: string) => ({ id, url: testEnv.TEST_DEAD_URL, region: id, lat: 0, lon: 0, models: ['tiny'] })
     const app = appWith({ GPU_NODES: JSON.stringify([dead('a'), dead('b')]) })

@@ -50,6 +50,8 @@ export interface TestStack {
   nodeUrl(region: string): string
   /** The node process's pid (undefined while it is down). */
   nodePid(region: string): number | undefined
+  /** Kills the region's node (SIGKILL: no drain); the supervisor restarts it, not before `downForMs`. */
+  killNode(region: string, opts?: { downForMs?: number }): void
   metrics(region: string): Promise<Metrics>
   /**
    * Another edge beside the stack's: the Node entry (`npm run edge:node`, edge/src/entries/node.ts) as a
@@ -137,6 +139,7 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
     fatal,
     nodeUrl,
     nodePid: (name) => running.supervisor.pid(running.nodeService(region(name).name)),
+    killNode: (name, o = {}) => running.supervisor.kill(running.nodeService(region(name).name), 'SIGKILL', o),
     metrics: async (name) => {
       const res = await fetch(`${nodeUrl(name)}/metrics`)
       if (res.status !== 200) throw new Error(`GET ${name} /metrics: ${res.status}`)
