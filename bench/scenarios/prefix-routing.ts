@@ -1,79 +1,111 @@
 /**
- * Cache-affine routing (issue 16), through the Node edge: two GPU nodes of the engine model in one
- * region, heartbeating into a local registry (redis-server + the Upstash bridge), one edge with
- * affinity and one with `AFFINITY=off` (today's routing: least estimated RTT + queue wait).
+ * What cache-affine routing buys, against the routers that do not know where a prefix is cached
+ * (bench/lib/baseline-routers.ts): redis-server + the Upstash bridge, NODES GPU nodes of the
+ * engine model in one region heartbeating into it, and the Node edge with affinity in front.
  *
- * - `affine_cached_share` / `nonaffine_cached_share`: the multi-turn workload (prefix-chat.ts)
- *   through each edge, each with its own 512-token system prompt so neither run finds the
- *   other's blocks; cached ÷ prompt tokens of turns 2..T.
- * - `hot_prompt_max_over_mean_load`: 64 conversations opening with the very same system prompt
- *   and first message (one affinity key) at once, through the affinity edge; requests per node
- *   (from each node's own counters), most-loaded ÷ mean.
+ * The multi-turn workload (prefix-chat.ts: a 512-token system prompt shared by every
+ * conversation, ~64-token user turns, 32 tokens generated) runs three ways: through the edge,
+ * and straight to the nodes by round robin and by least outstanding requests — the baselines
+ * llm-d and Dynamo are compared with. CONCURRENCY conversations are in flight at once, more than
+ * the nodes, so the baselines spread a conversation's turns over every node (with round robin a
+ * turn finds its conversation's earlier turns cached on its node about one time in NODES). Each
+ * round runs a wave of conversations of every mode, the modes' order rotating from round to round
+ * so drift over the run falls on all alike; each mode has its own system prompt, so no mode finds
+ * another's blocks. A quick run has fewer rounds, in the same regime.
+ *
+ * - `affine_cached_share`, `round_robin_cached_share`, `least_outstanding_cached_share`: cached ÷
+ *   prompt tokens of turns 2..T;
+ * - `round_robin_over_affine_warm_ttft`, `least_outstanding_over_affine_warm_ttft`: p50 TTFT of
+ *   turns 2..T of the baseline ÷ through the affinity edge (above 1: affinity answers sooner);
+ * - `hot_prompt_max_over_mean_load`: 64 conversations opening with the very same system prompt and
+ *   first message (one affinity key) at once, through the affinity edge; requests per node (from
+ *   each node's own counters), most-loaded ÷ mean.
  */
 import { Redis } from '@upstash/redis'
 import { randomBytes } from 'node:crypto'
 import { seedKey } from '../../infra/keys/key-admin.ts'
-import { benchAgent, sendRequest } from '../load/client.ts'
+import { benchAgent, sendRequest, type RequestRecord } from '../load/client.ts'
 import { buildBody } from '../load/dialects.ts'
+import { leastOutstanding, oneOrigin, roundRobin, type Router } from '../lib/baseline-routers.ts'
 import { parseProm, promValue } from '../lib/prom.ts'
 import { textPromptOfLength } from '../lib/prompts.ts'
 import type { BenchContext } from '../lib/report-types.ts'
 import { startGpuNode, startNodeEdge, startUpstashProcs, type GpuNode } from '../lib/services.ts'
-import { round } from '../lib/stats.ts'
-import { laterTurnsCachedShare, runConversations } from './prefix-chat.ts'
+import { median, round } from '../lib/stats.ts'
+import { laterTurns, laterTurnsCachedShare, runConversations } from './prefix-chat.ts'
 
 const API_KEY = 'zl-prefixkey' + '0'.repeat(32 - 'prefixkey'.length)
+const TENANT = 'bench'
 const HOT_CONVERSATIONS = 64
+/** Four nodes, two to a core of the machine's first two, so round robin spreads a conversation over four. */
+const NODES = 4
+/** Conversations in flight at once: four per node. */
+const CONCURRENCY = 4 * NODES
+const TURNS = 6
 
 export interface RoutingFigures {
   figures: Record<string, number>
   raw: Record<string, unknown>
 }
 
-export async function measureAffinity(ctx: BenchContext, modelDir: string, shape: { conversations: number; turns: number }): Promise<RoutingFigures> {
+export async function measureAffinity(ctx: BenchContext, modelDir: string): Promise<RoutingFigures> {
+  const rounds = ctx.quick ? 1 : 3
   const secret = randomBytes(24).toString('hex')
   const stops: Array<() => Promise<void>> = []
   const agent = benchAgent()
   try {
-    ctx.log('routing: redis-server + Upstash bridge, two GPU nodes in one region, an edge with affinity and one without')
+    ctx.log(`routing: redis-server + Upstash bridge, ${NODES} GPU nodes in one region, the Node edge with affinity`)
     const upstash = await startUpstashProcs()
     stops.push(() => upstash.stop())
-    await seedKey(new Redis({ url: upstash.restUrl, token: upstash.restToken, enableTelemetry: false }), API_KEY, { tenant: 'bench', name: 'prefix bench key', id: 'key_prefix', rpm: 1_000_000_000, tpm: 1_000_000_000_000 })
+    await seedKey(new Redis({ url: upstash.restUrl, token: upstash.restToken, enableTelemetry: false }), API_KEY, { tenant: TENANT, name: 'prefix bench key', id: 'key_prefix', rpm: 1_000_000_000, tpm: 1_000_000_000_000 })
     const registry = { UPSTASH_REDIS_REST_URL: upstash.restUrl, UPSTASH_REDIS_REST_TOKEN: upstash.restToken }
-    const nodes: GpuNode[] = []
-    for (const id of ['bench-a', 'bench-b']) {
-      const node = await startGpuNode({ modelDir, secret, env: { ...registry, NODE_ID: id, REGION: 'bench' } })
-      stops.push(() => node.stop())
-      nodes.push(node)
-    }
-    const edgeEnv = { ...registry, EDGE_SHARED_SECRET: secret, GPU_NODES: '[]', EDGE_REGION: 'bench', EDGE_LAT: '0', EDGE_LON: '0', RATE_LIMIT_FAILURE_MODE: 'closed' }
-    const affine = await startNodeEdge(edgeEnv)
-    stops.push(() => affine.stop())
-    const plain = await startNodeEdge({ ...edgeEnv, AFFINITY: 'off' })
-    stops.push(() => plain.stop())
+    // Each node pinned, one ONNX Runtime thread, two to a core: every mode below keeps the nodes
+    // evenly loaded, so each node's share of the machine is the same whatever the mode. Unpinned
+    // (every node's threads on every core), the run was fastest with all the work on one node (one
+    // process batching everything, the others idle), whatever the cache did.
+    const nodes: GpuNode[] = await Promise.all(
+      Array.from({ length: NODES }, async (_, i) => {
+        const node = await startGpuNode({ modelDir, secret, cpus: String(i % 2), env: { ...registry, NODE_ID: `bench-${i}`, REGION: 'bench', INTRA_OP_THREADS: '1' } })
+        stops.push(() => node.stop())
+        return node
+      }),
+    )
+    const edge = await startNodeEdge({ ...registry, EDGE_SHARED_SECRET: secret, GPU_NODES: '[]', EDGE_REGION: 'bench', EDGE_LAT: '0', EDGE_LON: '0', RATE_LIMIT_FAILURE_MODE: 'closed' })
+    stops.push(() => edge.stop())
     const headers = { authorization: `Bearer ${API_KEY}` }
     const model = nodes[0]!.model
-    // Both nodes in the registry before anything is sent (they beat every second).
-    await waitForRegistry(affine.url, headers, model)
+    // Every node in the registry before anything is sent (they beat every second).
+    await waitForRegistry(edge.url, headers, nodes.length)
 
-    const users = (offset: number) => Array.from({ length: shape.conversations * shape.turns }, (_, i) => textPromptOfLength(modelDir, 64, offset + i).text)
-    const workload = (origin: string, variant: number) =>
-      runConversations({ origin, model, system: `${variant}: ${textPromptOfLength(modelDir, 512, variant).text}`, users: users(variant * 100), conversations: shape.conversations, turns: shape.turns, dispatcher: agent, headers })
-    ctx.log(`routing: ${shape.conversations} conversations × ${shape.turns} turns through the affinity edge`)
-    const withAffinity = await workload(affine.url, 1)
-    ctx.log('routing: the same workload (another system prompt) through the edge without affinity')
-    const without = await workload(plain.url, 2)
-    const affineShare = laterTurnsCachedShare(withAffinity)
-    const plainShare = laterTurnsCachedShare(without)
-    ctx.log(`routing: cached share of turns 2–${shape.turns}: ${round(affineShare, 3)} with affinity, ${round(plainShare, 3)} without`)
+    const direct = { nodes: nodes.map((n) => n.url), secret, tenant: TENANT }
+    const modes: Router[] = [oneOrigin('affinity', edge.url, headers), roundRobin(direct), leastOutstanding(direct)]
+
+    const served = async () => Promise.all(nodes.map(async (n) => promValue(parseProm(await n.metricsText()), 'zl_request_success_total')))
+    const runs = new Map<string, RequestRecord[][]>(modes.map((m) => [m.name, []]))
+    const modeLoad = new Map<string, number[]>(modes.map((m) => [m.name, nodes.map(() => 0)]))
+    for (let r = 0; r < rounds; r++) {
+      for (let k = 0; k < modes.length; k++) {
+        const mode = modes[(r + k) % modes.length]!
+        const variant = 1 + modes.indexOf(mode)
+        const first = r * CONCURRENCY
+        ctx.log(`routing: round ${r + 1}/${rounds}, ${CONCURRENCY} conversations × ${TURNS} turns at once, ${mode.name}`)
+        const users = Array.from({ length: CONCURRENCY * TURNS }, (_, i) => textPromptOfLength(modelDir, 64, variant * 1000 + first * TURNS + i).text)
+        const before = await served()
+        runs.get(mode.name)!.push(...(await runConversations({ router: mode, model, system: `${variant}: ${textPromptOfLength(modelDir, 512, variant).text}`, users, conversations: CONCURRENCY, turns: TURNS, concurrency: CONCURRENCY, dispatcher: agent })))
+        const after = await served()
+        modeLoad.set(mode.name, modeLoad.get(mode.name)!.map((n, i) => n + after[i]! - before[i]!))
+      }
+    }
+    const share = (name: string) => laterTurnsCachedShare(runs.get(name)!)
+    const warmTtft = (name: string) => median(laterTurns(runs.get(name)!).map((t) => t.ttftMs!))
+    for (const m of modes) ctx.log(`routing: ${m.name}: cached share of turns 2–${TURNS} ${round(share(m.name), 3)}, their p50 TTFT ${round(warmTtft(m.name), 1)} ms, requests per node ${modeLoad.get(m.name)!.join(' / ')}`)
 
     ctx.log(`routing: ${HOT_CONVERSATIONS} conversations with one system prompt and first message, at once`)
-    const served = async () => Promise.all(nodes.map(async (n) => promValue(parseProm(await n.metricsText()), 'zl_request_success_total')))
     const before = await served()
     const hotSystem = `hot: ${textPromptOfLength(modelDir, 512, 3).text}`
     const hot = await Promise.all(Array.from({ length: HOT_CONVERSATIONS }, () => {
       const body = buildBody('openai-chat', { model, text: '', messages: [{ role: 'system', content: hotSystem }, { role: 'user', content: 'Hello, who are you?' }], maxTokens: 8, stream: true, ignoreEos: true })
-      return sendRequest({ origin: affine.url, dialect: 'openai-chat', body, stream: true, headers, dispatcher: agent, timeoutMs: 300_000 })
+      return sendRequest({ origin: edge.url, dialect: 'openai-chat', body, stream: true, headers, dispatcher: agent, timeoutMs: 300_000 })
     }))
     const failed = hot.find((r) => r.error || r.status !== 200)
     if (failed) throw new Error(`hot-prompt request failed: ${failed.error ?? failed.status}`)
@@ -82,13 +114,26 @@ export async function measureAffinity(ctx: BenchContext, modelDir: string, shape
     const mean = perNode.reduce((a, b) => a + b, 0) / perNode.length
     const maxOverMean = Math.max(...perNode) / mean
     ctx.log(`routing: hot prompt per node ${perNode.join(' / ')} (max ÷ mean ${round(maxOverMean, 2)})`)
-    const decisions = (runs: Array<{ affinity?: string }>) => runs.reduce<Record<string, number>>((m, r) => ({ ...m, [r.affinity ?? 'none']: (m[r.affinity ?? 'none'] ?? 0) + 1 }), {})
+    const decisions = (records: Array<{ affinity?: string }>) => records.reduce<Record<string, number>>((m, r) => ({ ...m, [r.affinity ?? 'none']: (m[r.affinity ?? 'none'] ?? 0) + 1 }), {})
+    const [affinity, rr, lo] = modes.map((m) => m.name) as [string, string, string]
     return {
-      figures: { affine_cached_share: round(affineShare, 3), nonaffine_cached_share: round(plainShare, 3), hot_prompt_max_over_mean_load: round(maxOverMean, 2) },
+      figures: {
+        affine_cached_share: round(share(affinity), 3),
+        round_robin_cached_share: round(share(rr), 3),
+        least_outstanding_cached_share: round(share(lo), 3),
+        round_robin_over_affine_warm_ttft: round(warmTtft(rr) / warmTtft(affinity), 2),
+        least_outstanding_over_affine_warm_ttft: round(warmTtft(lo) / warmTtft(affinity), 2),
+        hot_prompt_max_over_mean_load: round(maxOverMean, 2),
+      },
       raw: {
         routing: {
-          nodes: 2,
-          affinity_decisions: decisions(withAffinity.flat()),
+          nodes: NODES,
+          concurrency: CONCURRENCY,
+          turns: TURNS,
+          conversations_per_mode: rounds * CONCURRENCY,
+          warm_turns_ttft_p50_ms: Object.fromEntries(modes.map((m) => [m.name, round(warmTtft(m.name), 1)])),
+          requests_per_node: Object.fromEntries(modeLoad),
+          affinity_decisions: decisions(runs.get(affinity)!.flat()),
           hot_prompt_requests_per_node: perNode,
           hot_prompt_decisions: decisions(hot),
         },
@@ -100,14 +145,14 @@ export async function measureAffinity(ctx: BenchContext, modelDir: string, shape
   }
 }
 
-/** Waits (bounded) until the edge's /v1/regions lists both nodes. */
-async function waitForRegistry(edgeUrl: string, headers: Record<string, string>, model: string): Promise<void> {
+/** Waits (bounded) until the edge's /v1/regions lists `count` nodes. */
+async function waitForRegistry(edgeUrl: string, headers: Record<string, string>, count: number): Promise<void> {
   const deadline = Date.now() + 30_000
   for (;;) {
     const res = await fetch(`${edgeUrl}/v1/regions`, { headers, signal: AbortSignal.timeout(5000) }).catch(() => undefined)
     const text = res?.ok ? await res.text() : ''
-    if (text.includes('bench-a') && text.includes('bench-b')) return
-    if (Date.now() > deadline) throw new Error(`the edge's registry did not list both nodes (model ${model}) within 30 s`)
+    if (Array.from({ length: count }, (_, i) => `bench-${i}`).every((id) => text.includes(`"${id}"`))) return
+    if (Date.now() > deadline) throw new Error(`the edge's registry did not list all ${count} nodes within 30 s`)
     await new Promise((r) => setTimeout(r, 250))
   }
 }

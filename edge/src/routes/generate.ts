@@ -20,6 +20,7 @@ import type { AffinityMemory } from '../routing/affinity-memory.ts'
 import { routeByAffinity, type AffinityReason, type AffinityRoute } from '../routing/affinity-route.ts'
 import { clientLocation, edgeColo } from '../routing/client-location.ts'
 import { allBusyForMs, pickNodes, type RankedNode } from '../routing/pick-node.ts'
+import type { NodeTable } from '../routing/node-registry.ts'
 import type { RecentDispatches } from '../routing/recent-dispatches.ts'
 
 /** What the handler keeps across requests (per isolate). */
@@ -35,10 +36,13 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
     const edge = edgeColo(c.req.raw) ?? deps.config.edgeRegion
     const key = c.get('affinity')
     const location = clientLocation(c.req.raw, deps.config)
-    /** Today's table ranked for this client and placed by the key; `exclude`: nodes this request saw fail. */
+    /**
+     * A table ranked for this client and placed by the key; `exclude`: nodes this request saw fail.
+     * Synchronous: a burst's requests each see the ones placed before them (the dispatch is
+     * counted in the same turn of the event loop as the choice).
+     */
     let busyForMs: number | undefined
-    const place = async (exclude?: ReadonlySet<string>): Promise<AffinityRoute> => {
-      const table = await deps.registry.table(c.get('waitUntil'))
+    const place = (table: NodeTable, exclude?: ReadonlySet<string>): AffinityRoute => {
       const ranked = pickNodes(table.nodes, gen.model, location, now()).filter((n) => !exclude?.has(n.id))
       busyForMs = ranked.length === 0 ? allBusyForMs(table.nodes, gen.model, now()) : undefined
       if (!key) return { nodes: ranked, reason: 'none' }
@@ -46,10 +50,10 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
         balanceFactor: deps.config.affinity.balanceFactor,
         // The same estimate as the token charge: body bytes / 4.
         promptTokens: Math.ceil(body.byteLength / 4),
-        loadOf: (n: RankedNode) => n.running + n.waiting + routing.dispatches.unseen(n.id, n.ts),
+        loadOf: (n: RankedNode) => Math.max(0, n.running + n.waiting + routing.dispatches.sinceHeartbeat(n.id, n.ts)),
       })
     }
-    const route = await place()
+    const route = place(await deps.registry.table(c.get('waitUntil')))
     // Counted as load on its node from now on, so the next requests of a burst see it.
     const dispatch = route.nodes[0] ? routing.dispatches.begin(route.nodes[0].id) : undefined
 
@@ -87,7 +91,7 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
         onResume: (outcome) => resumeCounter.add(outcome),
         // A continuation is placed like a new request with its failed nodes gone: the failed
         // holder's prefix went with it, so the key's ring walk (or another node that holds it) decides.
-        resumeNodes: async (exclude) => (await place(exclude)).nodes,
+        resumeNodes: async (exclude) => place(await deps.registry.table(c.get('waitUntil')), exclude).nodes,
         relayedStreams: deps.relayedStreams,
         onResumedOn: (node) => {
           dispatch?.moveTo(node.id)

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { DEFAULT_PREFILL_TOK_PER_SEC, prefillMs, routeByAffinity, type AffinityOptions, type Placement } from './affinity-route.ts'
+import { RecentDispatches } from './recent-dispatches.ts'
 import { KeyHash } from './key-hash.ts'
 import { ringOrder } from './hash-ring.ts'
 import { FRESH_MS, pickNodes, type RankedNode, type RoutableNode } from './pick-node.ts'
@@ -79,6 +80,55 @@ describe('routeByAffinity within a region', () => {
     const route = routeByAffinity(ranked, point('k'), at('us-east', 'use-2'), opts(500))
     expect(route.nodes.map((n) => n.id)).toEqual(['use-2', ...ranked.map((n) => n.id).filter((id) => id !== 'use-2')])
     expect(routeByAffinity([], point('k'), undefined, opts(500))).toEqual({ nodes: [], reason: 'none' })
+  })
+})
+
+describe('routeByAffinity within a region: new keys to the least-loaded node', () => {
+  it('places a new conversation on the least-loaded node when its ring home is busier (spread), on its home at equal loads (hit)', () => {
+    const ranked = rank(fleet())
+    const k = point('conversation 1')
+    const [home, other] = ringOrder(ranked.filter((n) => n.region === 'us-east'), k)
+    expect(chosen(routeByAffinity(ranked, k, undefined, opts(500, { [home!.id]: 1 })))).toEqual({ reason: 'spread', id: other!.id })
+    expect(chosen(routeByAffinity(ranked, k, undefined, opts(500, { [home!.id]: 2, [other!.id]: 2 })))).toEqual({ reason: 'hit', id: home!.id })
+  })
+
+  it('keeps a hot key (many requests in flight on one key) under ⌈c·m/n⌉ per node: 64 over 2 nodes at most-loaded ÷ mean ≤ 1.5', () => {
+    for (const [count, c, m] of [[2, 1.25, 64], [3, 1.25, 120], [5, 1.25, 120], [2, 1.5, 120], [5, 1.5, 120]] as const) {
+      const ranked = rank(Array.from({ length: count }, (_, i) => node(`n${i}`, 'r', US_EAST)), US_EAST)
+      const load = new Map(ranked.map((n) => [n.id, 0]))
+      let last: Placement | undefined
+      for (let i = 0; i < m; i++) {
+        const r = routeByAffinity(ranked, point('one hot system prompt'), last, { balanceFactor: c, promptTokens: 500, loadOf: (n) => load.get(n.id)! })
+        const id = r.nodes[0]!.id
+        load.set(id, load.get(id)! + 1)
+        last = { region: 'r', node: id, atMs: NOW }
+      }
+      expect(Math.max(...load.values())).toBeLessThanOrEqual(Math.ceil((c * m) / count))
+      expect(Math.max(...load.values()) / (m / count)).toBeLessThanOrEqual(1.5)
+    }
+  })
+
+  it('splits a burst of new conversations evenly, and keeps each on its node turn after turn, with the load read through this isolate\'s requests', () => {
+    const t = NOW
+    const ranked = rank([node('a', 'r', US_EAST, { ts: t - 200 }), node('b', 'r', US_EAST, { ts: t - 200 }), node('c', 'r', US_EAST, { ts: t - 200 })], US_EAST)
+    const sent = new RecentDispatches(() => t)
+    const place = (i: number, last?: Placement) =>
+      routeByAffinity(ranked, point(`burst ${i}`), last, { balanceFactor: 1.25, promptTokens: 800, loadOf: (n) => Math.max(0, n.running + n.waiting + sent.sinceHeartbeat(n.id, n.ts)) })
+    const first = Array.from({ length: 12 }, (_, i) => {
+      const id = place(i).nodes[0]!.id
+      return { id, dispatch: sent.begin(id) }
+    })
+    const count = (ids: string[]) => ids.reduce<Record<string, number>>((m, id) => ({ ...m, [id]: (m[id] ?? 0) + 1 }), {})
+    expect(count(first.map((f) => f.id))).toEqual({ a: 4, b: 4, c: 4 })
+    // Every first turn ends; the second turns come one after another, each where its first was.
+    for (const f of first) f.dispatch.end()
+    const second = first.map((f, i) => {
+      const route = place(i, { region: 'r', node: f.id, atMs: t })
+      sent.begin(route.nodes[0]!.id)
+      return route
+    })
+    expect(second.map((r) => r.nodes[0]!.id)).toEqual(first.map((f) => f.id))
+    expect(new Set(second.map((r) => r.reason))).toEqual(new Set(['hit']))
   })
 })
 

@@ -3,10 +3,16 @@
  * (pick-node.ts: usable nodes serving the model, cheapest `RTT + queue wait` first), a request's
  * affinity key and where that key was last served (affinity-memory.ts), choose the node.
  *
- * Within a region: bounded-load consistent hashing (bounded-load.ts). The remembered node comes
- * first while it has room under the bound (the latest turn's KV is there); otherwise the ring
- * walk from the key's point decides, so every edge agrees on a new conversation's node without
- * any memory at all.
+ * Within a region: bounded loads (bounded-load.ts). The node the key was last served by keeps it
+ * while it has room under the bound (the latest turn's KV is there); otherwise — a key seen
+ * nowhere yet, or one whose node is over the bound — the least-loaded node takes it, ties going
+ * along the ring from the key's point, so an idle region places a new conversation on its ring
+ * home (every edge agrees without memory). A node's load is its requests in flight as its
+ * heartbeat counted them, corrected by what this isolate sent and saw end since
+ * (recent-dispatches.ts). Placing new keys by the ring under the bound, as this did, let up to
+ * ⌈c·(m+1)/n⌉ of them onto one node, which at a few conversations per node is most of them:
+ * over two single-core nodes with eight conversations at once, 31/17 requests, and turns 2–6
+ * answered later than round robin's (p50 683 vs 298 ms) for a cached share no better.
  *
  * Across regions: the best region by today's rule, unless the key was last served by a node in
  * another region that is still usable, has room under its region's bound, and costs less extra
@@ -22,14 +28,16 @@
  * are never chosen; a remembered node among them counts as gone, with the prefix it held: the
  * request is placed as a new key would be ("moved"), not on a peer of the lost node.
  */
-import { chooseBounded, loadBound } from './bounded-load.ts'
+import { loadBound } from './bounded-load.ts'
+import { ringOrder } from './hash-ring.ts'
 import { DEFAULT_PREFILL_TOK_PER_SEC, type RankedNode } from './pick-node.ts'
 
 /**
  * How the request was placed, as the `x-zl-affinity` header and the latency record say:
  * - `hit`: on the node that should hold the key's prefix — where it was last served, or (a key
  *   seen nowhere yet) its ring home in the best region;
- * - `spread`: that node was over the load bound, so the next node on the ring took it;
+ * - `spread`: that node was over the load bound, or a new key's ring home was busier than
+ *   another node, so the least-loaded node took it;
  * - `moved`: the key was last served elsewhere and that no longer pays (the extra RTT exceeds the
  *   prefill saved) or is no longer possible (node drained, stale, down or gone), or the chosen
  *   node failed and another answered;
@@ -57,7 +65,7 @@ export interface AffinityOptions {
   balanceFactor: number
   /** The request's estimated prompt tokens. */
   promptTokens: number
-  /** A node's load: running + waiting from its heartbeat, plus this isolate's requests it has not counted yet. */
+  /** A node's load: running + waiting from its heartbeat, corrected by this isolate's requests since. */
   loadOf(node: RankedNode): number
 }
 
@@ -66,6 +74,7 @@ export interface AffinityRoute {
   nodes: RankedNode[]
   reason: AffinityReason
 }
+
 
 export function routeByAffinity(ranked: readonly RankedNode[], point: number, remembered: Placement | undefined, opts: AffinityOptions): AffinityRoute {
   if (ranked.length === 0) return { nodes: [], reason: 'none' }
@@ -78,12 +87,12 @@ export function routeByAffinity(ranked: readonly RankedNode[], point: number, re
   if (remembered === undefined) {
     choice = placeInRegion(region(best.region), point, undefined, opts)
   } else if (!holder) {
-    choice = { node: chooseBounded(region(best.region), point, opts.loadOf, opts.balanceFactor).node, reason: 'moved' }
+    choice = { node: placeInRegion(region(best.region), point, undefined, opts).node, reason: 'moved' }
   } else if (holder.region === best.region) {
     choice = placeInRegion(region(best.region), point, holder, opts)
   } else {
     // Staying pays only on the holder itself, and only while it has room under its region's bound.
-    const move = chooseBounded(region(best.region), point, opts.loadOf, opts.balanceFactor).node
+    const move = placeInRegion(region(best.region), point, undefined, opts).node
     const roomy = loadBound(region(holder.region), opts.loadOf, opts.balanceFactor).fits(holder)
     const extraMs = holder.costMs - move.costMs
     choice = roomy && extraMs < prefillMs(opts.promptTokens, move) ? { node: holder, reason: 'hit' } : { node: move, reason: 'moved' }
@@ -96,9 +105,16 @@ export function prefillMs(tokens: number, node: Pick<RankedNode, 'prefillTokPerS
   return (tokens / (node.prefillTokPerSec ?? DEFAULT_PREFILL_TOK_PER_SEC)) * 1000
 }
 
-/** One region's choice: the key's holder while it has room under the bound, else the bounded ring walk. */
+/** One region's choice: the key's node while it fits the bound, else the least-loaded node in ring order. */
 function placeInRegion(nodes: RankedNode[], point: number, holder: RankedNode | undefined, opts: AffinityOptions): { node: RankedNode; reason: AffinityReason } {
-  if (holder && loadBound(nodes, opts.loadOf, opts.balanceFactor).fits(holder)) return { node: holder, reason: 'hit' }
-  const walk = chooseBounded(nodes, point, opts.loadOf, opts.balanceFactor)
-  return { node: walk.node, reason: walk.node === (holder ?? walk.home) ? 'hit' : 'spread' }
+  const bound = loadBound(nodes, opts.loadOf, opts.balanceFactor)
+  if (holder && bound.fits(holder)) return { node: holder, reason: 'hit' }
+  const order = ringOrder(nodes, point)
+  let node = order[0]!
+  let least = opts.loadOf(node)
+  for (const n of order) {
+    const load = opts.loadOf(n)
+    if (load < least) [node, least] = [n, load]
+  }
+  return { node, reason: node === (holder ?? order[0]) ? 'hit' : 'spread' }
 }
