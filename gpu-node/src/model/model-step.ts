@@ -139,6 +139,8 @@ export class ModelStep {
     const start = p.start!
     this.samplers.set(p.seqId, new SequenceSampler(start.sampling, start.tokens, start.promptLen, start.banEos ? this.eosTokenIds : []))
     const cache = this.bounded(this.io.kvCache === 'slots' ? SlotKvCache.forSequence(this.io, p.seqId) : new ConcatPrefill(this.io))
+    // The whole prompt's room, and the first generated token's, before its first chunk (within the budget: bounded()).
+    if (cache instanceof SlotKvCache) cache.expect(start.tokens.length + 1)
     if (start.prefix?.length) {
       cache.startFrom(start.prefix.map((slot) => {
         const block = this.blocks.get(slot)

@@ -118,6 +118,27 @@ for (const preset of ['tiny', 'tiny-llama'] as const) {
       expect(widths[widths.length - 5]).toBe(0)
     })
 
+    it("gives a sequence's prefill cache one row, with room for its whole prompt before the first chunk", async () => {
+      const model = readModelDir(join(root, `${preset}-slots`))
+      const session = await ort.InferenceSession.create(model.onnxPath, ONE_THREAD)
+      try {
+        const io = readSessionIo(session, model.config)
+        const cache = SlotKvCache.forSequence(io, 1)
+        cache.expect(101)
+        const capacity = cache.capacity
+        expect(capacity).toBeGreaterThanOrEqual(101)
+        // One row: not the batch's step of eight.
+        expect(cache.heldBytes).toBe(capacity * kvBytesPerToken(io))
+        const tokens = prompt(1, 100)
+        for (let at = 0; at < 100; at += 25) {
+          cache.accept(await session.run(cache.feeds(BigInt64Array.from(tokens.slice(at, at + 25), (t) => BigInt(t)), 25)), 25)
+          expect(cache.capacity, `after ${at + 25} tokens`).toBe(capacity)
+        }
+      } finally {
+        await session.release()
+      }
+    })
+
     it('gives the same tokens with the default slot step', async () => {
       const concat = await run(join(root, `${preset}-concat`))
       const slots = await run(join(root, `${preset}-slots`))

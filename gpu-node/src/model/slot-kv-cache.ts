@@ -51,6 +51,8 @@ export class SlotKvCache implements BatchCache, PrefillCache {
   constructor(
     private readonly io: SessionIo,
     private readonly slotStep = SLOT_STEP,
+    /** Rows are added in steps of this many: ROW_STEP for the batch, 1 for a sequence's own cache. */
+    private readonly rowStep = ROW_STEP,
   ) {}
 
   /** Bytes the K and V buffers hold, spare rows and slots included. */
@@ -58,9 +60,13 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     return this.rowCapacity * this.capacity * kvBytesPerToken(this.io)
   }
 
-  /** An empty one-row cache for a sequence being prefilled in chunks. */
+  /**
+   * An empty one-row cache for a sequence being prefilled in chunks. It never takes a second row:
+   * spare rows there were the batch's step of eight, eight times the memory a prompt needs,
+   * zero-filled again at every regrow.
+   */
   static forSequence(io: SessionIo, seqId: number, slotStep = SLOT_STEP): SlotKvCache {
-    const c = new SlotKvCache(io, slotStep)
+    const c = new SlotKvCache(io, slotStep, 1)
     c.seqIds = [seqId]
     c.lens = [0]
     c.nextTokens = [0]
@@ -129,6 +135,15 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     const r = this.seqIds.indexOf(seqId)
     if (r < 0) throw new Error(`no batch row for sequence ${seqId}`)
     return readBlock(this.io, this.keys, this.values, this.rowLayout(r), from, count, into)
+  }
+
+  /**
+   * Room for `slots` tokens in a one-row cache, taken at once: a prompt's length is known when its
+   * prefill starts, and growing chunk by chunk copied the row and zero-filled fresh buffers at
+   * nearly every chunk (an eighth more each time).
+   */
+  expect(slots: number): void {
+    this.reserve(1, slots)
   }
 
   /** One row of this cache, empty so far: its first tokens from cached blocks. */
@@ -207,7 +222,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
   private reserve(rows: number, slots: number, valid = this.rows): void {
     if (rows <= this.rowCapacity && slots <= this.capacity) return
     // Rows grow to the next multiple of ROW_STEP (joins come a few at a time); slots grow by grownCapacity.
-    const wantRows = rows <= this.rowCapacity ? this.rowCapacity : roundUp(rows, ROW_STEP)
+    const wantRows = rows <= this.rowCapacity ? this.rowCapacity : roundUp(rows, this.rowStep)
     const wantSlots = slots <= this.capacity ? this.capacity : grownCapacity(slots, this.slotStep)
     this.resize(...this.sized(rows, slots, wantRows, wantSlots), valid)
   }
