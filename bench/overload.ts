@@ -8,9 +8,13 @@
  * 3. afterwards: every node must drop to zero running and waiting sequences.
  * It reports statuses (only 200 and fast 503/529 carrying retry-after-ms are expected), how fast
  * the refusals came, and the RSS of the edge (its whole process tree: wrangler + workerd) and of
- * each node every 5 s. Writes bench/results/overload-<time>.json and prints a markdown summary.
+ * each node every 5 s, and the figure `overload.edge_rss_mib_per_min_last_minute`: how fast the
+ * edge's RSS still rose over the overload's last minute (≈ 0 when its memory levels off; needs
+ * `--seconds` ≥ 60). Writes bench/results/overload-<time>.json (the figure under `overload`, as
+ * latest.json holds a section's; this tool is not a section of `npm run bench`, so latest.json
+ * does not carry it) and prints a markdown summary.
  */
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import { parseArgs } from 'node:util'
 import { DEFAULT_EDGE_KIND, EDGE_KINDS } from '../infra/local/stack-config.ts'
@@ -18,43 +22,27 @@ import { pollUntil, startTestStack } from '../test/e2e/support/stack.ts'
 import { benchAgent, sendRequest, type RequestRecord } from './load/client.ts'
 import { buildBody } from './load/dialects.ts'
 import { closedLoop, openLoop } from './load/generators.ts'
-import { processCpuSeconds } from './lib/procs.ts'
-import { percentile, poissonArrivals } from './lib/stats.ts'
+import { processTree, totalMiB } from './lib/procs.ts'
+import { percentile, poissonArrivals, round, slopeOverLast } from './lib/stats.ts'
 
 const { values } = parseArgs({ options: { seconds: { type: 'string', default: '60' }, factor: { type: 'string', default: '3' }, edge: { type: 'string', default: DEFAULT_EDGE_KIND }, regions: { type: 'string', default: '3' }, 'queue-wait-ms': { type: 'string', default: '10000' }, 'node-nice': { type: 'string', default: '10' } } })
 const seconds = Number(values.seconds)
 const factor = Number(values.factor)
 const edgeKind = EDGE_KINDS.find((k) => k === values.edge) ?? DEFAULT_EDGE_KIND
 
-/** Resident memory (MiB) and CPU time so far (s, user + system) of a process and each of its descendants (from /proc). */
-function processTree(pid: number | undefined): Array<{ pid: number; name: string; mib: number; cpuS: number }> {
-  if (pid === undefined) return []
-  const children = (p: number): number[] => {
-    try {
-      return readdirSync(`/proc/${p}/task`).flatMap((t) => readFileSync(`/proc/${p}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number))
-    } catch {
-      return []
-    }
-  }
-  const out: Array<{ pid: number; name: string; mib: number; cpuS: number }> = []
-  const stack = [pid]
-  while (stack.length > 0) {
-    const p = stack.pop()!
-    try {
-      const status = readFileSync(`/proc/${p}/status`, 'utf8')
-      const cpuS = processCpuSeconds(p)
-      out.push({ pid: p, name: /Name:\s+(\S+)/.exec(status)?.[1] ?? '?', mib: Math.round(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024), cpuS })
-    } catch {
-      continue
-    }
-    stack.push(...children(p))
-  }
-  return out
-}
+/** How often the processes' RSS is read: a 60 s window holds 13 samples. */
+const SAMPLE_EVERY_MS = 5000
+const SLOPE_WINDOW_S = 60
 
-/** A process tree's RSS, MiB; null when the process is gone. */
-function totalMiB(tree: ReadonlyArray<{ mib: number }>): number | null {
-  return tree.length === 0 ? null : tree.reduce((n, p) => n + p.mib, 0)
+/**
+ * MiB per minute by which the edge's RSS rose over the overload's last minute (a least-squares
+ * line through the samples taken in it, the deadline's included): ≈ 0 once its memory has
+ * levelled off. null when the overload was shorter than the window.
+ */
+function edgeRssSlope(samples: ReadonlyArray<{ atS: number; edgeMiB: number | null }>, overloadS: number): number | null {
+  if (overloadS < SLOPE_WINDOW_S) return null
+  const slope = 60 * slopeOverLast(samples.filter((s) => s.edgeMiB !== null).map((s) => [s.atS, s.edgeMiB!] as const), overloadS, SLOPE_WINDOW_S)
+  return Number.isFinite(slope) ? round(slope, 2) : null
 }
 
 // The nodes bound the wait they queue (MAX_QUEUE_WAIT_MS, off by default): overload is answered, not queued.
@@ -90,10 +78,9 @@ try {
     for (const svc of ['redis', 'upstash-bridge']) cpuS[svc] = processTree(stack.running.supervisor.pid(svc)).reduce((n, p) => n + p.cpuS, 0)
     rssSamples.push({
       cpuS,
-      // Connections this client holds open to the edge: each costs the edge's runtime buffers,
-      // so its RSS follows this count up to the client's bound (MAX_IN_FLIGHT).
+      // Connections this client holds open to the edge (up to MAX_IN_FLIGHT), beside its RSS.
       clientConnections: Object.values(dispatcher.stats).reduce((n, st) => n + Number(st.connected), 0),
-      atS: Math.round((performance.now() - t0) / 1000),
+      atS: round((performance.now() - t0) / 1000, 1),
       edgeMiB: totalMiB(edge),
       // Which of the edge's processes grows (wrangler's node, its workerd instances, esbuild).
       edgeProcessesMiB: edge.map((p) => `${p.name} ${p.mib}`).join(', '),
@@ -102,11 +89,14 @@ try {
   }
   const t0 = performance.now()
   sample()
-  const timer = setInterval(sample, 5000)
+  const timer = setInterval(sample, SAMPLE_EVERY_MS)
+  // One sample at the deadline closes the last minute's window (edgeRssSlope).
+  const atDeadline = setTimeout(sample, seconds * 1000)
   console.log(`overload: ${(rate * factor).toFixed(1)} req/s (${factor}×) for ${seconds} s…`)
   const arrivals = poissonArrivals(rate * factor, Math.ceil(rate * factor * seconds * 1.2) + 10, 17)
   const run = await openLoop({ arrivalsMs: arrivals, deadlineMs: seconds * 1000, drainMs: 30_000, maxInFlight: MAX_IN_FLIGHT, run: (_i, signal) => one(signal) })
   clearInterval(timer)
+  clearTimeout(atDeadline)
   sample()
 
   const done = run.results.filter((r): r is RequestRecord => r !== undefined)
@@ -174,7 +164,10 @@ try {
   // When in the run each failed, and how long after it was sent: an idle keep-alive connection the
   // server closed fails at once; an overloaded server fails late.
   const clientErrorTimes = done.filter((x) => x.status === 0).map((r) => ({ sentAtS: Number(((r.startMs - t0) / 1000).toFixed(1)), afterMs: Math.round(r.totalMs), error: r.error }))
+  const figures = { edge_rss_mib_per_min_last_minute: edgeRssSlope(rssSamples, seconds) }
   const report = {
+    // The run's figures under their keys, as bench/run.ts writes a section's (`overload.<figure>`).
+    overload: figures,
     edgeRefusals,
     clientErrors,
     clientErrorTimes,
@@ -193,6 +186,7 @@ try {
   mkdirSync('bench/results', { recursive: true })
   const file = `bench/results/overload-${new Date().toISOString().replace(/[:.]/g, '-')}.json`
   writeFileSync(file, JSON.stringify(report, null, 2))
+  console.log(`\n| figure (key) | value | target |\n|---|---:|---:|\n| the edge's RSS (process tree), least-squares slope over the overload's last ${SLOPE_WINDOW_S} s, MiB/min<br>\`overload.edge_rss_mib_per_min_last_minute\` | ${figures.edge_rss_mib_per_min_last_minute ?? `n/a (the overload ran under ${SLOPE_WINDOW_S} s)`} | ≈ 0 |`)
   console.log(`\n| status | count |\n|---|---:|\n${Object.entries(byStatus).map(([s, n]) => `| ${s} | ${n} |`).join('\n')}`)
   console.log(`\nrefusals: ${refused.length}, ${withRetryHint} with retry-after-ms, p50 ${report.refusals.p50Ms?.toFixed(0)} ms, p99 ${report.refusals.p99Ms?.toFixed(0)} ms (inside the edge's code: p50 ${report.refusals.atEdgeP50Ms?.toFixed(0)} ms, p99 ${report.refusals.atEdgeP99Ms?.toFixed(0)} ms); 200 p99 ${report.okP99Ms?.toFixed(0)} ms; dropped by the client's in-flight bound: ${run.dropped}`)
   if (withoutHint.length > 0) console.log(`refusals without retry-after-ms, the first: ${JSON.stringify(withoutHint)}`)

@@ -6,7 +6,7 @@
  * interrupted. Only processes started here are ever signalled, by their own process group id.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 
@@ -21,6 +21,38 @@ export function processCpuSeconds(pid: number): number {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK
 }
+
+/** Resident memory (MiB) and CPU time so far (s, user + system) of a process and each of its descendants (from /proc). */
+export function processTree(pid: number | undefined): Array<{ pid: number; name: string; mib: number; cpuS: number }> {
+  if (pid === undefined) return []
+  const children = (p: number): number[] => {
+    try {
+      return readdirSync(`/proc/${p}/task`).flatMap((t) => readFileSync(`/proc/${p}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number))
+    } catch {
+      return []
+    }
+  }
+  const out: Array<{ pid: number; name: string; mib: number; cpuS: number }> = []
+  const stack = [pid]
+  while (stack.length > 0) {
+    const p = stack.pop()!
+    try {
+      const status = readFileSync(`/proc/${p}/status`, 'utf8')
+      const cpuS = processCpuSeconds(p)
+      out.push({ pid: p, name: /Name:\s+(\S+)/.exec(status)?.[1] ?? '?', mib: Math.round(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024), cpuS })
+    } catch {
+      continue
+    }
+    stack.push(...children(p))
+  }
+  return out
+}
+
+/** A process tree's RSS, MiB; null when the process is gone. */
+export function totalMiB(tree: ReadonlyArray<{ mib: number }>): number | null {
+  return tree.length === 0 ? null : tree.reduce((n, p) => n + p.mib, 0)
+}
+
 const live = new Set<Proc>()
 
 export interface SpawnOptions {

@@ -1,6 +1,6 @@
 /** The statistics every benchmark figure goes through. */
 import { describe, expect, it } from 'vitest'
-import { median, percentile, poissonArrivals, round, summarize } from './stats.ts'
+import { leastSquaresSlope, median, percentile, poissonArrivals, round, slopeOverLast, summarize } from './stats.ts'
 
 describe('bench statistics', () => {
   it('interpolates percentiles between closest ranks, as numpy does by default', () => {
@@ -37,5 +37,27 @@ describe('bench statistics', () => {
     expect(mean).toBeLessThan(21)
     expect(sd / mean).toBeGreaterThan(0.95)
     expect(sd / mean).toBeLessThan(1.05)
+  })
+
+  it('fits a least-squares slope, leaving out points it cannot place', () => {
+    // y = 2x + 1 plus noise (+½, −½, −½, +½) that no line through the points can follow: slope 2.
+    expect(leastSquaresSlope([[0, 1.5], [1, 2.5], [2, 4.5], [3, 7.5]])).toBeCloseTo(2, 12)
+    expect(leastSquaresSlope([[0, 5], [10, 5], [20, 5]])).toBe(0)
+    expect(leastSquaresSlope([[0, 1], [1, NaN], [2, 5]])).toBe(2)
+    expect(leastSquaresSlope([[3, 1], [3, 2]])).toBeNaN()
+    expect(leastSquaresSlope([])).toBeNaN()
+  })
+
+  it("takes the slope over a run's last window only: a rise that levelled off reads 0", () => {
+    // RSS samples every 5 s over a 90 s run (timers a little late): rising 2 MiB/s for 30 s, then
+    // flat; a sample after the run (its drain) rose again and is not part of it.
+    const samples = Array.from({ length: 19 }, (_, i) => [i * 5 + 0.1, 200 + 2 * Math.min(i * 5, 30)] as const)
+    const points = [...samples, [120, 400] as const]
+    expect(slopeOverLast(points, 90, 60)).toBeCloseTo(0, 9)
+    // The same window over a run that never levelled off: its rate.
+    const rising = Array.from({ length: 19 }, (_, i) => [i * 5, 100 + i * 5] as const)
+    expect(slopeOverLast(rising, 90, 60)).toBeCloseTo(1, 9)
+    // 13 samples fall in the last minute of a 90 s run sampled every 5 s.
+    expect(samples.filter(([x]) => x >= 30 - 0.5 && x <= 90 + 0.5)).toHaveLength(13)
   })
 })

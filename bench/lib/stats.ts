@@ -63,3 +63,36 @@ export function poissonArrivals(ratePerS: number, count: number, seed: number): 
   }
   return out
 }
+
+/**
+ * The least-squares slope of y over x (y units per x unit) through `points`; points with a
+ * non-finite coordinate are left out; NaN with fewer than two distinct x.
+ */
+export function leastSquaresSlope(points: ReadonlyArray<readonly [x: number, y: number]>): number {
+  const xs: number[] = []
+  const ys: number[] = []
+  for (const [x, y] of points) {
+    if (Number.isFinite(x) && Number.isFinite(y)) {
+      xs.push(x)
+      ys.push(y)
+    }
+  }
+  const mx = mean(xs)
+  const my = mean(ys)
+  let sxy = 0
+  let sxx = 0
+  for (let i = 0; i < xs.length; i++) {
+    sxy += (xs[i]! - mx) * (ys[i]! - my)
+    sxx += (xs[i]! - mx) ** 2
+  }
+  return sxx === 0 ? NaN : sxy / sxx
+}
+
+/**
+ * The least-squares slope of the points whose x lies in the window [endX - windowX, endX] (half a
+ * unit of slack either side, for sampling timers that fire late): how fast y still moved at the
+ * end of a run, whatever it did before or after.
+ */
+export function slopeOverLast(points: ReadonlyArray<readonly [x: number, y: number]>, endX: number, windowX: number): number {
+  return leastSquaresSlope(points.filter(([x]) => x >= endX - windowX - 0.5 && x <= endX + 0.5))
+}
