@@ -6,6 +6,7 @@
 import { describe, expect, it, vi } from 'vitest'
 import { DIALECTS_WITH_FOURTH } from '../../shared/test/support/fourth-dialect.ts'
 import { hashApiKey } from '../../shared/src/api-key.ts'
+import { resumeHeader, resumeIdLine } from '../../shared/src/resume-wire.ts'
 import { createApp } from './app.ts'
 import { parseEdgeConfig } from './config.ts'
 import { createMemoryKeyStore } from './keys/key-store.ts'
@@ -20,8 +21,10 @@ const NODE: RoutableNode = { id: 'n1', url: 'http://node.test', region: 'local',
 
 interface Harness {
   call(path: string, body: unknown, headers?: Record<string, string>): Promise<Response>
-  /** What the stand-in node answers. */
-  answer: () => Response
+  /** What the stand-in node answers, given the request's headers. */
+  answer: (headers: Record<string, string>) => Response
+  /** The node table (one node unless a test sets more). */
+  nodes: RoutableNode[]
   /** Whether the limiter admits the next request. */
   admit: boolean
   samples: LatencySample[]
@@ -35,6 +38,7 @@ async function harness(): Promise<Harness> {
     call: async (path, body, headers = { authorization: `Bearer ${KEY}` }) =>
       await app.request(path, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) }),
     answer: () => Response.json({ text: 'hi' }),
+    nodes: [NODE],
     admit: true,
     samples: [],
     forwardedPaths: [],
@@ -47,15 +51,15 @@ async function harness(): Promise<Harness> {
     refundTokens: async () => {},
     failureCount: () => 0,
   }
-  const upstream: UpstreamFetch = async (url) => {
+  const upstream: UpstreamFetch = async (url, init) => {
     h.forwardedPaths.push(new URL(url).pathname)
-    return h.answer()
+    return h.answer(init.headers as Record<string, string>)
   }
   const app = createApp({
     config,
     keys: createMemoryKeyStore(records),
     limiter,
-    registry: { table: async () => ({ nodes: [NODE], source: 'static', fetchedAtMs: NOW }), markDown: () => {} },
+    registry: { table: async () => ({ nodes: h.nodes, source: 'static', fetchedAtMs: NOW }), markDown: () => {} },
     upstream,
     latency: { record: async (s) => void h.samples.push(s) },
     now: () => NOW,
@@ -119,6 +123,41 @@ describe('a dialect registered beside the three real ones', () => {
       'event: text\ndata: {"text":"hi"}\n\n' +
         'event: failure\ndata: {"failure":{"kind":"fourth_upstream_unavailable","detail":"The GPU node failed while streaming this response."}}\n\n',
     )
+  })
+
+  it("ends a stream at its own final frame: passed on whole, without an error event or a resume", async () => {
+    const h = await harness()
+    const stream = resumeIdLine(1, [5]) + 'event: text\ndata: {"text":"hi"}\n\n' + 'event: done\ndata: {"reason":"stop","output_tokens":1}\n\n'
+    h.answer = () => new Response(stream, { headers: { 'content-type': 'text/event-stream' } })
+    const res = await h.call('/v1/fourth', { ...fourthBody, stream: true })
+    expect(await res.text()).toBe(stream)
+    expect(h.forwardedPaths).toEqual(['/v1/fourth'])
+  })
+
+  it('resumes a stream whose node broke on another node, handed the delivered tokens, in its own frames', async () => {
+    const h = await harness()
+    h.nodes = [NODE, { ...NODE, id: 'n2', url: 'http://node2.test' }]
+    const first = resumeIdLine(1, [5]) + 'event: text\ndata: {"text":"hi"}\n\n'
+    const rest = resumeIdLine(2, [6]) + 'event: text\ndata: {"text":" there"}\n\n' + 'event: done\ndata: {"reason":"length","output_tokens":2}\n\n'
+    const resumed: string[] = []
+    h.answer = (headers) => {
+      if (headers['x-zl-resume'] !== undefined) {
+        resumed.push(headers['x-zl-resume'])
+        return new Response(rest, { headers: { 'content-type': 'text/event-stream' } })
+      }
+      let sent = false
+      const body = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          if (sent) return controller.error(new Error('node died'))
+          sent = true
+          controller.enqueue(new TextEncoder().encode(first))
+        },
+      })
+      return new Response(body, { headers: { 'content-type': 'text/event-stream' } })
+    }
+    const res = await h.call('/v1/fourth', { ...fourthBody, stream: true })
+    expect(await res.text()).toBe(first + rest)
+    expect(resumed).toEqual([resumeHeader([5], false)])
   })
 
   it('leaves the real dialects and the OpenAI fallback for other paths as they were', async () => {

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest'
 import { API_ERROR_CODES, ApiError, INTERNAL_ERROR_MESSAGE, toApiError } from './api-error.ts'
 import { getDialect } from './dialects/index.ts'
 import { errorStatus, renderError, renderStreamError } from './error-body.ts'
-import { toAnthropicStopReason, toOpenAIFinishReason } from './finish-reason.ts'
+import { toAnthropicStopReason } from './dialects/anthropic-messages.ts'
+import { toOpenAIFinishReason } from './dialects/openai-fields.ts'
 
 const OPENAI = getDialect('openai-chat').errors
 const ANTHROPIC = getDialect('anthropic-messages').errors

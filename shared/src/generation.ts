@@ -49,8 +49,18 @@ export function resolveSampling(requested: SamplingRequest, modelDefaults: Sampl
 
 export const GREEDY: SamplingParams = { ...API_SAMPLING_DEFAULTS, temperature: 0 }
 
-/** Why a sequence stopped: the engine's words, mapped to each dialect in shared/finish-reason. */
+/**
+ * Why a sequence stopped, in the engine's words; each dialect words a completed one its own way
+ * (its codec). `abort` and `error` end a stream with the dialect's error frame instead.
+ */
 export type FinishReason = 'stop' | 'length' | 'stop_sequence' | 'abort' | 'error'
+
+/** A finish reason that ends a response normally. */
+export type CompletedReason = Exclude<FinishReason, 'abort' | 'error'>
+
+export function isCompletedReason(reason: FinishReason): reason is CompletedReason {
+  return reason === 'stop' || reason === 'length' || reason === 'stop_sequence'
+}
 
 export interface Usage {
   /** Every prompt token, cached or not. */

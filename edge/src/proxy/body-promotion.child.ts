@@ -9,6 +9,7 @@
  */
 import { GCProfiler } from 'node:v8'
 import { getDialect } from '../../../shared/src/dialects/index.ts'
+import { streamEndsOf } from './frame-scanner.ts'
 import { passThrough, type UpstreamBody } from './pass-through.ts'
 import { resumableBody } from './resumable-body.ts'
 
@@ -25,7 +26,7 @@ function body(i: number): { readonly readable: unknown } {
     let made: unknown
     return { get readable() { return (made ??= graph) } }
   }
-  return passThrough(resumableBody(node, { reopen: async () => undefined, maxResumes: 1, stallMs: 1000 }), { codec, sse: true, now: Date.now })
+  return passThrough(resumableBody(node, { ends: streamEndsOf(codec), reopen: async () => undefined, maxResumes: 1, stallMs: 1000 }), { codec, sse: true, now: Date.now })
 }
 
 type Space = { spaceName: string; spaceUsedSize: number }

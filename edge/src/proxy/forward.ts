@@ -21,6 +21,7 @@ import { andThen } from '../../../shared/src/maybe-promise.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { RankedNode } from '../routing/pick-node.ts'
 import { forwardedResponse, type ResponseBody } from './forwarded-response.ts'
+import { streamEndsOf } from './frame-scanner.ts'
 import { HedgedAttempts } from './hedged-attempts.ts'
 import { passThrough, type BodyOutcome, type PipedBody, type Relay, type UpstreamBody } from './pass-through.ts'
 import { resumableBody, type ResumeOutcome } from './resumable-body.ts'
@@ -303,6 +304,7 @@ function resumingStream(nodes: readonly RankedNode[], node: RankedNode, first: E
   const dead = new Set<string>()
   let serving = node
   const body = resumableBody(first.res, {
+    ends: streamEndsOf(req.codec),
     maxResumes: deps.maxResumes ?? MAX_RESUMES,
     stallMs: deps.stallMs ?? STREAM_STALL_MS,
     ...(deps.onResume ? { onResume: deps.onResume } : {}),

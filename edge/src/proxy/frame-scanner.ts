@@ -2,19 +2,36 @@
  * Watches the SSE bytes the edge forwards, without parsing them into objects: it passes on only
  * whole frames (a frame cut by a dying node must never reach the client, or a continuation's
  * frames would be glued onto half a frame), keeps the `id:` values of resumable streams
- * (shared/src/resume-wire.ts) as raw bytes, and notices the dialect's final frame.
+ * (shared/src/resume-wire.ts) as raw bytes, and notices a frame that ends the stream, by the
+ * dialect's own prefixes (its codec's `streamEnds`).
  * Nodes write one frame per write, so the usual chunk is whole frames and passes through as is.
  *
  * Per frame it does native indexOf calls and a 4-byte compare, never a JS loop over the bytes; the
  * id values are decoded only when a continuation asks for them (`delivered`, `flushed`): most
  * streams never fail. Measured with bench/probe/resume-relay-cost.ts (see the commit message).
  */
+import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
 import { parseResumeId } from '../../../shared/src/resume-wire.ts'
 
 const LF = 0x0a
-const ascii = (s: string) => new TextEncoder().encode(s)
-/** Frames after which a node's stream is over: OpenAI's [DONE], Anthropic's message_stop, and either dialect's error event. */
-const FINAL_PREFIXES = ['data: [DONE]', 'event: message_stop', 'event: error', 'data: {"error"'].map(ascii)
+
+/** A dialect's stream ends (its codec's `streamEnds`) as bytes, encoded once per codec. */
+export interface StreamEnds {
+  prefixes: readonly Uint8Array[]
+  /** The shortest: a shorter frame is none of them. */
+  minBytes: number
+}
+
+const encodedEnds = new WeakMap<DialectCodec, StreamEnds>()
+
+export function streamEndsOf(codec: DialectCodec): StreamEnds {
+  let ends = encodedEnds.get(codec)
+  if (!ends) {
+    const prefixes = codec.streamEnds.map((p) => new TextEncoder().encode(p))
+    encodedEnds.set(codec, (ends = { prefixes, minBytes: Math.min(...prefixes.map((p) => p.byteLength)) }))
+  }
+  return ends
+}
 /** 'id: ' */
 const I = 0x69
 const D = 0x64
@@ -27,6 +44,9 @@ const decoder = new TextDecoder()
 export class FrameScanner {
   /** The final frame went out: the stream is complete. */
   finalSeen = false
+
+  constructor(private readonly ends: StreamEnds) {}
+
   /** A partial frame, held until its blank line arrives. */
   private tail: Uint8Array = EMPTY
   /** The id values of the frames forwarded so far, each followed by LF, undecoded. */
@@ -94,7 +114,7 @@ export class FrameScanner {
       return
     }
     // Final frames carry no id line; the few other id-less frames (preamble, finish, usage) are compared.
-    if (lf - from >= 12 && FINAL_PREFIXES.some((p) => startsWith(bytes, from, p))) this.finalSeen = true
+    if (lf - from >= this.ends.minBytes && this.ends.prefixes.some((p) => startsWith(bytes, from, p))) this.finalSeen = true
   }
 
   private keepId(value: Uint8Array): void {

@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from 'vitest'
 import { resumeIdLine } from '../../../shared/src/resume-wire.ts'
-import { FrameScanner } from './frame-scanner.ts'
+import { getDialect } from '../../../shared/src/dialects/index.ts'
+import { FrameScanner, streamEndsOf } from './frame-scanner.ts'
 import type { ChunkSink, UpstreamBody } from './pass-through.ts'
 import { resumableBody, type ResumeOutcome } from './resumable-body.ts'
 
@@ -43,9 +44,12 @@ function collect(b: UpstreamBody) {
   return { done, get text() { return text }, get ended() { return ended } }
 }
 
+/** OpenAI chat's stream ends, the frames these tests write. */
+const OPENAI = streamEndsOf(getDialect('openai-chat'))
+
 describe('FrameScanner', () => {
   it('passes whole frames at once, holds a partial one, and reads id lines and the final frame', () => {
-    const s = new FrameScanner()
+    const s = new FrameScanner(OPENAI)
     const whole = enc.encode(frame(1, [7], 'a') + frame(3, [8, 9], 'b'))
     expect(s.push(whole)).toBe(whole)
     const next = frame(4, [300], 'c') + 'data: [DONE]\n\n'
@@ -62,7 +66,7 @@ describe('FrameScanner', () => {
   })
 
   it('splits a blank line across chunks', () => {
-    const s = new FrameScanner()
+    const s = new FrameScanner(OPENAI)
     expect(dec.decode(s.push(enc.encode('data: x\n')))).toBe('')
     expect(dec.decode(s.push(enc.encode('\ndata: y\n\n')))).toBe('data: x\n\ndata: y\n\n')
   })
@@ -74,7 +78,7 @@ describe('resumableBody', () => {
     const b = scriptedNode()
     const asked: number[][] = []
     const outcomes: ResumeOutcome[] = []
-    const body = resumableBody(a.body, { maxResumes: 2, stallMs: 10_000, onResume: (o) => outcomes.push(o), reopen: async (d) => (asked.push([...d]), b.body) })
+    const body = resumableBody(a.body, { ends: OPENAI, maxResumes: 2, stallMs: 10_000, onResume: (o) => outcomes.push(o), reopen: async (d) => (asked.push([...d]), b.body) })
     const out = collect(body)
     a.send(frame(1, [5], 'x') + frame(2, [6], 'y') + frame(3, [7], 'z').slice(0, 12)) // the third frame is cut
     a.fail()
@@ -95,7 +99,7 @@ describe('resumableBody', () => {
     const nodes = [scriptedNode(), scriptedNode(), scriptedNode()]
     let next = 1
     const outcomes: ResumeOutcome[] = []
-    const body = resumableBody(nodes[0].body, { maxResumes: 2, stallMs: 30, onResume: (o) => outcomes.push(o), reopen: async () => nodes[next++].body })
+    const body = resumableBody(nodes[0].body, { ends: OPENAI, maxResumes: 2, stallMs: 30, onResume: (o) => outcomes.push(o), reopen: async () => nodes[next++].body })
     const out = collect(body)
     nodes[0].send(frame(1, [1], 'a'))
     nodes[0].end() // closed before [DONE]
@@ -111,7 +115,7 @@ describe('resumableBody', () => {
   it('ends the stream, not resumes it, when the node breaks after its final frame (a drained node exiting)', async () => {
     const a = scriptedNode()
     let asked = 0
-    const body = resumableBody(a.body, { maxResumes: 2, stallMs: 10_000, reopen: async () => (asked++, undefined) })
+    const body = resumableBody(a.body, { ends: OPENAI, maxResumes: 2, stallMs: 10_000, reopen: async () => (asked++, undefined) })
     const out = collect(body)
     const all = frame(1, [1], 'a') + 'data: [DONE]\n\n'
     a.send(all)
@@ -126,16 +130,16 @@ describe('resumableBody', () => {
   it('fails when no node takes the continuation', async () => {
     const a = scriptedNode()
     const outcomes: ResumeOutcome[] = []
-    const out = collect(resumableBody(a.body, { maxResumes: 2, stallMs: 10_000, onResume: (o) => outcomes.push(o), reopen: async () => undefined }))
+    const out = collect(resumableBody(a.body, { ends: OPENAI, maxResumes: 2, stallMs: 10_000, onResume: (o) => outcomes.push(o), reopen: async () => undefined }))
     a.fail()
     await out.done
     expect(out.ended).toBe('error')
     expect(outcomes).toEqual(['no_node'])
   })
 
-  it('a whole stream passes unchanged', async () => {
+  it('a whole stream passes unchanged, ended by its own dialect\'s final frame', async () => {
     const a = scriptedNode()
-    const out = collect(resumableBody(a.body, { maxResumes: 2, stallMs: 10_000, reopen: async () => undefined }))
+    const out = collect(resumableBody(a.body, { ends: streamEndsOf(getDialect('anthropic-messages')), maxResumes: 2, stallMs: 10_000, reopen: async () => undefined }))
     const all = frame(1, [1], 'a') + 'event: message_stop\ndata: {}\n\n'
     a.send(all)
     a.end()
@@ -151,7 +155,7 @@ describe('resumableBody and a client that leaves', () => {
     let cancelled = false
     let answer!: (b: UpstreamBody) => void
     const next: UpstreamBody = { body: new ReadableStream({ cancel: () => void (cancelled = true) }) }
-    const body = resumableBody(a.body, { maxResumes: 2, stallMs: 10_000, reopen: () => new Promise((r) => (answer = r)) })
+    const body = resumableBody(a.body, { ends: OPENAI, maxResumes: 2, stallMs: 10_000, reopen: () => new Promise((r) => (answer = r)) })
     const pushed = body.pushTo!({ chunk: () => true, end() {}, error() {} })
     a.fail()
     pushed.cancel(new Error('client left'))

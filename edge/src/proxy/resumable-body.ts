@@ -9,12 +9,14 @@
  * It is an UpstreamBody: pass-through.ts reads it exactly like a node's body, pushed (the Node
  * entry's relay) or as a web stream (Workers).
  */
-import { FrameScanner } from './frame-scanner.ts'
+import { FrameScanner, type StreamEnds } from './frame-scanner.ts'
 import { webStreamOfPushed, type ChunkSink, type PushedBody, type UpstreamBody } from './pass-through.ts'
 
 export type ResumeOutcome = 'resumed' | 'exhausted' | 'no_node'
 
 export interface ResumeOptions {
+  /** How the client's dialect ends a stream (frame-scanner.ts streamEndsOf). */
+  ends: StreamEnds
   /** Opens the continuation after `delivered` on the next node; undefined when none answered in time. */
   reopen(delivered: readonly number[], flushed: boolean): Promise<UpstreamBody | undefined>
   maxResumes: number
@@ -32,7 +34,7 @@ export interface ResumableBody extends UpstreamBody {
 export function resumableBody(first: UpstreamBody, opts: ResumeOptions): ResumableBody {
   let resumes = 0
   const pushTo = (out: ChunkSink): PushedBody => {
-    const scanner = new FrameScanner()
+    const scanner = new FrameScanner(opts.ends)
     let current: PushedBody | undefined
     let generation = 0
     let cancelled = false

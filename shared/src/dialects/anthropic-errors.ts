@@ -30,6 +30,9 @@ export const ANTHROPIC_ERRORS: ErrorShape = {
   streamFrame: (body) => sseEvent('error', body),
 }
 
+/** A stream's last event (`message_stop`) and its error event: where an Anthropic stream ends. */
+export const ANTHROPIC_STREAM_ENDS = ['event: message_stop', 'event: error'] as const
+
 export const ANTHROPIC_CONTEXT_LENGTH_EXCEEDED: ContextLengthErrors = {
   prompt: (promptTokens, contextLength) =>
     new ApiError('context_length_exceeded', `prompt is too long: ${promptTokens} tokens > ${contextLength - 1} maximum`, { param: 'messages' }),

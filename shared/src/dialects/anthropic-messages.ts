@@ -2,10 +2,9 @@
 
 import { z } from 'zod'
 import { renderStreamError } from '../error-body.ts'
-import { toAnthropicStopReason, type CompletedReason } from '../finish-reason.ts'
-import type { ChatMessage, GenerateRequest, Usage } from '../generation.ts'
+import type { ChatMessage, CompletedReason, GenerateRequest, Usage } from '../generation.ts'
 import { sseEvent } from '../sse.ts'
-import { ANTHROPIC_CONTEXT_LENGTH_EXCEEDED, ANTHROPIC_ERRORS } from './anthropic-errors.ts'
+import { ANTHROPIC_CONTEXT_LENGTH_EXCEEDED, ANTHROPIC_ERRORS, ANTHROPIC_STREAM_ENDS } from './anthropic-errors.ts'
 import { ANTHROPIC_LIMIT_HEADERS } from './anthropic-limit-headers.ts'
 import type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
 import { maxTokensField, samplingFields, toSamplingRequest } from './sampling-fields.ts'
@@ -157,4 +156,13 @@ export const anthropicMessagesCodec: DialectCodec<'anthropic-messages'> = {
   errors: ANTHROPIC_ERRORS,
   limitHeaders: ANTHROPIC_LIMIT_HEADERS,
   contextLengthExceeded: ANTHROPIC_CONTEXT_LENGTH_EXCEEDED,
+  streamEnds: ANTHROPIC_STREAM_ENDS,
+}
+
+export type AnthropicStopReason = 'end_turn' | 'stop_sequence' | 'max_tokens'
+
+/** A completed sequence's stop_reason. */
+export function toAnthropicStopReason(reason: CompletedReason): AnthropicStopReason {
+  if (reason === 'length') return 'max_tokens'
+  return reason === 'stop_sequence' ? 'stop_sequence' : 'end_turn'
 }

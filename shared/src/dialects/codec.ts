@@ -9,8 +9,7 @@
 
 import type { ApiError } from '../api-error.ts'
 import type { ErrorShape } from '../error-body.ts'
-import type { CompletedReason } from '../finish-reason.ts'
-import type { GenerateRequest, Usage } from '../generation.ts'
+import type { CompletedReason, GenerateRequest, Usage } from '../generation.ts'
 
 export interface ResponseMeta {
   /** The request id (x-request-id); response ids are derived from it (`chatcmpl-…`, `cmpl-…`, `msg_…`). */
@@ -80,4 +79,10 @@ export interface DialectCodec<Name extends string = string> {
   readonly limitHeaders: LimitHeaderStyle
   /** What the node says when a prompt (plus max tokens) does not fit the model's context. */
   readonly contextLengthExceeded: ContextLengthErrors
+  /**
+   * How the frames that end this dialect's stream begin — its last frame, its error frame — byte
+   * for byte as its encoders write them: the edge tells a finished stream from a broken one by
+   * these prefixes alone, never parsing a frame (the edge's proxy/frame-scanner.ts).
+   */
+  readonly streamEnds: readonly string[]
 }

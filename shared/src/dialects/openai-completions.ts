@@ -3,12 +3,11 @@
 import { z } from 'zod'
 import { ApiError } from '../api-error.ts'
 import { renderStreamError } from '../error-body.ts'
-import { toOpenAIFinishReason, type CompletedReason, type OpenAIFinishReason } from '../finish-reason.ts'
-import type { GenerateRequest, Usage } from '../generation.ts'
+import type { CompletedReason, GenerateRequest, Usage } from '../generation.ts'
 import { SSE_DONE, sseData } from '../sse.ts'
 import type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
-import { OPENAI_ERRORS, vllmContextLengthExceeded } from './openai-errors.ts'
-import { nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, promptCacheKeyField, streamFields, toContextId, toOpenAIUsage, toStreamSettings } from './openai-fields.ts'
+import { OPENAI_ERRORS, OPENAI_STREAM_ENDS, vllmContextLengthExceeded } from './openai-errors.ts'
+import { nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, promptCacheKeyField, streamFields, toContextId, toOpenAIFinishReason, toOpenAIUsage, toStreamSettings, type OpenAIFinishReason } from './openai-fields.ts'
 import { OPENAI_LIMIT_HEADERS } from './openai-limit-headers.ts'
 import { maxTokensField, samplingFields, stopField, toSamplingRequest, toStopList } from './sampling-fields.ts'
 import { validateBody } from './validate-body.ts'
@@ -109,4 +108,5 @@ export const openAICompletionsCodec: DialectCodec<'openai-completions'> = {
   errors: OPENAI_ERRORS,
   limitHeaders: OPENAI_LIMIT_HEADERS,
   contextLengthExceeded: vllmContextLengthExceeded('prompt'),
+  streamEnds: OPENAI_STREAM_ENDS,
 }

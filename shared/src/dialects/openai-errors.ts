@@ -24,6 +24,9 @@ export const OPENAI_ERRORS: ErrorShape = {
   streamFrame: sseData,
 }
 
+/** A stream's last frame (`data: [DONE]`) and its error line: where an OpenAI stream ends. */
+export const OPENAI_STREAM_ENDS = ['data: [DONE]', 'data: {"error"'] as const
+
 /** vLLM's wording; `promptParam` is the request field holding the prompt (`messages` or `prompt`). */
 export function vllmContextLengthExceeded(promptParam: 'messages' | 'prompt'): ContextLengthErrors {
   return {

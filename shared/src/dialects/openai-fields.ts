@@ -5,7 +5,7 @@
 
 import { z } from 'zod'
 import { ApiError } from '../api-error.ts'
-import type { Usage } from '../generation.ts'
+import type { CompletedReason, Usage } from '../generation.ts'
 import type { UnsupportedFields } from './validate-body.ts'
 
 /**
@@ -102,4 +102,11 @@ export const OPENAI_UNSUPPORTED: UnsupportedFields = {
   image_url: MEDIA,
   input_audio: MEDIA,
   file: MEDIA,
+}
+
+export type OpenAIFinishReason = 'stop' | 'length'
+
+/** A completed sequence's finish_reason: OpenAI does not tell EOS from a stop string, both are `stop`. */
+export function toOpenAIFinishReason(reason: CompletedReason): OpenAIFinishReason {
+  return reason === 'length' ? 'length' : 'stop'
 }

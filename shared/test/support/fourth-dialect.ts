@@ -72,6 +72,7 @@ export const fourthDialectCodec: DialectCodec<'fourth'> = {
     request: (promptTokens, maxTokens, contextLength) =>
       new ApiError('context_length_exceeded', `fourth: ${promptTokens} + ${maxTokens} tokens exceed the ${contextLength}-token context`, { param: 'max_tokens' }),
   },
+  streamEnds: ['event: done', 'event: failure'],
 }
 
 /** The served dialects plus the fourth: the one registration line a new dialect needs (as in index.ts). */
