@@ -220,6 +220,8 @@ export interface WranglerDevOptions {
   name?: string
   /** `miniflare` only: workerd's V8 inspector on this port (bench/probe/worker-profile.ts). */
   inspectorPort?: number
+  /** `miniflare` only: workerd's V8 flags ([] none); default miniflare-edge.ts's. */
+  v8Flags?: readonly string[]
 }
 
 /**
@@ -236,7 +238,7 @@ export async function startWranglerDev(env: Record<string, string>, opts: Wrangl
   const kind = opts.kind ?? DEFAULT_EDGE_KIND
   const args =
     kind === 'miniflare'
-      ? [...TSX, 'infra/local/miniflare-edge-cli.ts', ...common, '--no-watch', ...(opts.inspectorPort ? ['--inspector-port', String(opts.inspectorPort)] : [])]
+      ? [...TSX, 'infra/local/miniflare-edge-cli.ts', ...common, '--no-watch', ...(opts.inspectorPort ? ['--inspector-port', String(opts.inspectorPort)] : []), ...(opts.v8Flags ? [`--v8-flags=${opts.v8Flags.join(' ')}`] : [])]
       : kind === 'wrangler-inspector'
         ? ['node_modules/wrangler/bin/wrangler.js', 'dev', ...common, '--log-level', 'warn', '--inspector-port', String(await freePort()), '--show-interactive-dev-session=false']
         : [...TSX, 'infra/local/wrangler-dev-cli.ts', ...common, '--log-level', 'warn', '--no-watch']

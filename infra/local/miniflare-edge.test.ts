@@ -66,6 +66,26 @@ describe('the Miniflare edge', () => {
     }
   }, 90_000)
 
+  it('gives workerd the V8 flags it is started with (through its config, as Miniflare has no option for them)', async () => {
+    const gc = async (url: string) => ((await (await fetch(`${url}/gc`, { signal: AbortSignal.timeout(10_000) })).json()) as { gc: string }).gc
+    // The default (--optimize-for-size) does not expose gc(); an edge given --expose-gc does.
+    expect(await gc(edge.url)).toBe('undefined')
+    const exposed = await startMiniflareEdge({ config: join(dir, 'wrangler.toml'), ip: '127.0.0.1', port: 0, envFile: join(dir, 'edge.env'), watch: false, persistTo: join(dir, 'state-gc'), v8Flags: ['--optimize-for-size', '--expose-gc'] })
+    try {
+      expect(await gc(exposed.url)).toBe('function')
+    } finally {
+      await exposed.dispose()
+    }
+    // None: workerd as Miniflare starts it by itself.
+    const plain = await startMiniflareEdge({ config: join(dir, 'wrangler.toml'), ip: '127.0.0.1', port: 0, envFile: join(dir, 'edge.env'), watch: false, persistTo: join(dir, 'state-plain'), v8Flags: [] })
+    try {
+      expect(await gc(plain.url)).toBe('undefined')
+      expect(process.env.MINIFLARE_WORKERD_PATH).not.toMatch(/workerd-v8-flags\.sh$/)
+    } finally {
+      await plain.dispose()
+    }
+  }, 120_000)
+
   it('rebuilds when a watched source changes', async () => {
     writeFileSync(join(dir, 'version.ts'), 'export const VERSION = 2\n')
     await vi.waitFor(async () => expect((await get()).version).toBe(2), { timeout: 60_000, interval: 200 })

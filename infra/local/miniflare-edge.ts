@@ -24,12 +24,21 @@ import { parseEnv } from 'node:util'
 import { z } from 'zod'
 import { LocalEdgeOptions } from './local-edge.ts'
 
+export const DEFAULT_V8_FLAGS = ['--optimize-for-size'] as const
+
 /** Without persistTo no local state is kept. */
 export const MiniflareEdgeOptions = LocalEdgeOptions.extend({
   /** Folders whose changes trigger a rebuild (relative to the working directory). */
   watchDirs: z.array(z.string().min(1)).default(['edge/src', 'shared/src']),
   /** workerd's V8 inspector (DevTools, CPU profiles: bench/probe/worker-profile.ts); off by default, as it costs every request. */
   inspectorPort: z.coerce.number().int().min(1).max(65535).optional(),
+  /**
+   * V8 flags for workerd (workerd-v8-flags.ts). `--optimize-for-size` by default: without it
+   * workerd's memory grows under sustained load and is never given back (edge/README.md "The
+   * local Workers edge's memory under sustained load"). Read when workerd starts: one set per
+   * process.
+   */
+  v8Flags: z.array(z.string().regex(/^--[a-z0-9-]+(=\S+)?$/)).default([...DEFAULT_V8_FLAGS]),
 })
 export type MiniflareEdgeOptions = z.infer<typeof MiniflareEdgeOptions>
 
@@ -39,6 +48,28 @@ export interface MiniflareEdge {
 }
 
 const run = promisify(execFile)
+
+/** The workerd binary Miniflare runs by default (its `workerd` dependency's). */
+function miniflaresWorkerd(): string {
+  const fromMiniflare = createRequire(createRequire(import.meta.url).resolve('miniflare'))
+  const path = (fromMiniflare('workerd') as { default?: unknown }).default
+  if (typeof path !== 'string') throw new Error("miniflare edge: miniflare's workerd package names no binary")
+  return path
+}
+
+/**
+ * Miniflare starts workerd from MINIFLARE_WORKERD_PATH when set, with this process's environment:
+ * the wrapper that gives it `flags` (workerd-v8-flags.sh), or workerd itself when there are none.
+ * A workerd of the user's own in MINIFLARE_WORKERD_PATH is the one the wrapper runs.
+ */
+function useV8Flags(flags: readonly string[]): void {
+  const wrapper = join(import.meta.dirname, 'workerd-v8-flags.sh')
+  const chosen = process.env.MINIFLARE_WORKERD_PATH
+  const workerd = chosen && chosen !== wrapper ? chosen : (process.env.ZL_WORKERD_PATH ?? miniflaresWorkerd())
+  process.env.ZL_WORKERD_PATH = workerd
+  process.env.ZL_WORKERD_V8_FLAGS = flags.join(' ')
+  process.env.MINIFLARE_WORKERD_PATH = flags.length > 0 ? wrapper : workerd
+}
 
 /** wrangler's production build of the Worker into `outDir`: worker.js and its text modules. */
 async function buildWithWrangler(configPath: string, outDir: string): Promise<void> {
@@ -83,6 +114,8 @@ export async function startMiniflareEdge(input: z.input<typeof MiniflareEdgeOpti
     // wrangler names the bundle after the entry: worker.ts → worker.js.
     const mainName = basename(main).replace(/\.[cm]?[jt]sx?$/, '.js')
     const { modulesRules: _rules, ...rest } = workerOptions
+    // Set again before every (re)start: workerd reads them from this process's environment.
+    useV8Flags(o.v8Flags)
     return {
       host: o.ip,
       port: o.port,
