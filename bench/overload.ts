@@ -46,7 +46,8 @@ function edgeRssSlope(samples: ReadonlyArray<{ atS: number; edgeMiB: number | nu
 }
 
 // The nodes bound the wait they queue (MAX_QUEUE_WAIT_MS, off by default): overload is answered, not queued.
-const stack = await startTestStack({ regions: Number(values.regions), edge: edgeKind, nodeVars: { MAX_QUEUE_WAIT_MS: values['queue-wait-ms']! }, nodeNice: Number(values['node-nice']) })
+// No rebuild when the sources change while it runs: one restarts workerd mid-measurement.
+const stack = await startTestStack({ regions: Number(values.regions), edge: edgeKind, nodeVars: { MAX_QUEUE_WAIT_MS: values['queue-wait-ms']! }, nodeNice: Number(values['node-nice']), edgeWatch: false })
 // One connection per request in flight (MAX_IN_FLIGHT): an arrival is sent when it arrives. With
 // 256 connections, arrivals beyond them queued in this client's pool (measured: client TTFB p50
 // 14.9 s where the edge's own code took 185 ms), so the stack never saw the overload it was sent.

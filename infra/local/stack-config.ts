@@ -90,6 +90,12 @@ export interface StackOptions {
    * and 28 of 1650 came without retry-after-ms; at nice 10, 16 ms (p50), every one with its hint.
    */
   nodeNice?: number
+  /**
+   * The `miniflare` and `wrangler` edges rebuild and restart when their sources change (default
+   * true, as `wrangler dev` does). false for measurements: an edit during bench/overload.ts
+   * restarted workerd 225 s into a 240 s run (289 connections refused, its memory figures cut short).
+   */
+  edgeWatch?: boolean
   /** Node id → the URL the edge reaches it at, where not its own port: set by startStack from the WAN relays. */
   nodeUrls?: Record<string, string>
 }

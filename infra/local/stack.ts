@@ -128,6 +128,7 @@ function wranglerSpec(opts: StackOptions, stateDir: string): ServiceSpec {
   // Single quotes: wrangler's env-file parser keeps backslash escapes inside double quotes, which
   // would corrupt the JSON in GPU_NODES. None of the values contains a single quote.
   writeFileSync(envFile, Object.entries(edgeEnv(opts)).map(([k, v]) => `${k}='${v}'`).join('\n') + '\n')
+  const noWatch = opts.edgeWatch === false ? ['--no-watch'] : []
   return {
     name: 'edge',
     command: process.execPath,
@@ -145,8 +146,8 @@ function wranglerSpec(opts: StackOptions, stateDir: string): ServiceSpec {
           ]
         : opts.edge === 'miniflare'
           ? // wrangler dev's local state folder; the Worker's console output is Miniflare's stdout.
-            [...TSX, 'infra/local/miniflare-edge-cli.ts', '--ip', LOCAL.host, '--port', String(edge), '--env-file', envFile, '--persist-to', join('.wrangler', 'state', 'v3')]
-          : [...TSX, 'infra/local/wrangler-dev-cli.ts', '--ip', LOCAL.host, '--port', String(edge), '--env-file', envFile, '--log-level', 'log'],
+            [...TSX, 'infra/local/miniflare-edge-cli.ts', '--ip', LOCAL.host, '--port', String(edge), '--env-file', envFile, '--persist-to', join('.wrangler', 'state', 'v3'), ...noWatch]
+          : [...TSX, 'infra/local/wrangler-dev-cli.ts', '--ip', LOCAL.host, '--port', String(edge), '--env-file', envFile, '--log-level', 'log', ...noWatch],
     // Offline: no cf fetch, no telemetry (FACTS.md).
     env: { CLOUDFLARE_CF_FETCH_ENABLED: 'false', WRANGLER_SEND_METRICS: 'false' },
     ready: () => httpAnswers(`http://${LOCAL.host}:${edge}/healthz`),

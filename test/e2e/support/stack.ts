@@ -28,6 +28,8 @@ export interface TestStackOptions {
   nodeNice?: number
   /** WAN delays between the edge (first region) and the other regions' nodes (infra/local/stack-wan.ts). */
   wan?: WanOptions
+  /** false: a Workers edge that does not rebuild when its sources change (stack-config.ts edgeWatch). */
+  edgeWatch?: boolean
 }
 
 export interface TestStack {
@@ -85,6 +87,7 @@ export async function startTestStack(options: TestStackOptions = {}): Promise<Te
     ...(options.nodeVars ? { nodeVars: options.nodeVars } : {}),
     ...(options.wan ? { wan: options.wan } : {}),
     ...(options.nodeNice ? { nodeNice: options.nodeNice } : {}),
+    ...(options.edgeWatch === false ? { edgeWatch: false } : {}),
   }
   const status: string[] = []
   const fatal: string[] = []
