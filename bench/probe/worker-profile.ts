@@ -16,10 +16,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { WebSocket } from 'undici'
 import { signRequest } from '../../shared/src/signature.ts'
 import { BENCH_API_KEY, INSTANT_MODEL } from '../lib/bench-edge.ts'
 import { leafFunctionsOf, stagesOf, withSources, type CpuProfile } from '../lib/cpu-profile-stages.ts'
+import { devtools } from '../lib/devtools.ts'
 import { startPinnedRig } from '../lib/pinned-rig.ts'
 import { freePort } from '../../infra/local/redis-process.ts'
 import { startWranglerDev } from '../lib/services.ts'
@@ -31,34 +31,6 @@ import { closedLoop } from '../load/generators.ts'
 const { values } = parseArgs({ options: { worker: { type: 'string', default: 'edge' }, requests: { type: 'string', default: '4096' }, json: { type: 'string' } } })
 const bare = values.worker === 'bare'
 const config = bare ? 'bench/probe/bare-worker/wrangler.toml' : 'wrangler.toml'
-
-/** One DevTools session over the inspector's WebSocket: `call` sends a method and awaits its answer. */
-async function devtools(port: number) {
-  const targets = (await (await fetch(`http://127.0.0.1:${port}/json/list`)).json()) as Array<{ id: string; webSocketDebuggerUrl: string }>
-  // Miniflare names the user's Worker `core:user:<name>`; its own (entry, cache) are the others.
-  const target = targets.find((t) => t.id.startsWith('core:user:'))
-  if (!target) throw new Error(`no user Worker among the inspector's targets: ${targets.map((t) => t.id).join(', ')}`)
-  const ws = new WebSocket(target.webSocketDebuggerUrl)
-  await new Promise((resolve, reject) => {
-    ws.addEventListener('open', resolve, { once: true })
-    ws.addEventListener('error', reject, { once: true })
-  })
-  let id = 0
-  const pending = new Map<number, (m: { result?: unknown; error?: { message: string } }) => void>()
-  ws.addEventListener('message', (e) => {
-    const m = JSON.parse(String(e.data)) as { id?: number; result?: unknown; error?: { message: string } }
-    if (m.id !== undefined) pending.get(m.id)?.(m)
-  })
-  const call = async <T>(method: string, params: object = {}): Promise<T> => {
-    const m = await new Promise<{ result?: unknown; error?: { message: string } }>((resolve) => {
-      pending.set(++id, resolve)
-      ws.send(JSON.stringify({ id, method, params }))
-    })
-    if (m.error) throw new Error(`${method}: ${m.error.message}`)
-    return m.result as T
-  }
-  return { call, close: () => ws.close() }
-}
 
 // The same build Miniflare serves (wrangler's, deterministic), for its source map.
 const built = mkdtempSync(join(tmpdir(), 'zl-worker-profile-'))
