@@ -3,7 +3,7 @@
  * between closest ranks (the same definition numpy uses by default), medians over rounds, and a
  * compact summary of a sample.
  */
-import { seededRandom } from '../../shared/src/seeded-random.ts'
+import { seededRandom } from '../../shared/test/support/seeded-random.ts'
 
 /** The p-th percentile (0..100) of `values`; NaN for an empty sample. Does not modify the input. */
 export function percentile(values: readonly number[], p: number): number {

@@ -11,6 +11,7 @@
 import { parseArgs } from 'node:util'
 import { getDialect } from '../../shared/src/dialects/index.ts'
 import { resumeIdLine } from '../../shared/src/resume-wire.ts'
+import { streamEndsOf } from '../../edge/src/proxy/frame-scanner.ts'
 import { passThrough, type UpstreamBody } from '../../edge/src/proxy/pass-through.ts'
 import { resumableBody } from '../../edge/src/proxy/resumable-body.ts'
 
@@ -46,7 +47,7 @@ function nodeBody(parts: readonly Uint8Array[]): UpstreamBody {
 
 async function relay(kind: 'plain' | 'resumable', parts: readonly Uint8Array[]): Promise<number> {
   const up = nodeBody(parts)
-  const body = kind === 'plain' ? up : resumableBody(up, { maxResumes: 2, stallMs: 15_000, reopen: async () => undefined })
+  const body = kind === 'plain' ? up : resumableBody(up, { ends: streamEndsOf(codec), maxResumes: 2, stallMs: 15_000, reopen: async () => undefined })
   const { readable, finished } = passThrough(body, { codec, sse: true, now: Date.now })
   let bytes = 0
   const reader = readable.getReader()

@@ -5,7 +5,8 @@
  */
 import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { continuousBatching, staticBatching, type BatchingPolicy } from '../../gpu-node/src/engine/batching-policy.ts'
+import { continuousBatching, type BatchingPolicy } from '../../gpu-node/src/engine/batching-policy.ts'
+import { staticBatching } from '../../gpu-node/test/support/static-batching.ts'
 import { Engine } from '../../gpu-node/src/engine/engine.ts'
 import { GREEDY } from '../../gpu-node/src/engine/types.ts'
 import type { ModelDir } from '../../gpu-node/src/model/model-dir.ts'

@@ -3,7 +3,7 @@
  * tokens/s with the cache ÷ without, on prompts that share nothing.
  *
  * In process, two product engines built as the node builds them (parseNodeConfig's defaults,
- * composeEngine, its model worker wrapped to take turns), one with the default PREFIX_CACHE_MB and one with
+ * loadModel and Engine as compose-engine.ts, its model worker wrapped to take turns), one with the default PREFIX_CACHE_MB and one with
  * PREFIX_CACHE_MB=0, each its own model worker. A run submits the same 32 requests to both in one
  * tick (distinct 128-token prompts, 64 new tokens, EOS ignored), so both schedule exactly the
  * same steps, and the two take turns at the machine, one step each (bench/lib/turns.ts); an
@@ -20,9 +20,9 @@
  *   the A/A control also hinted that the engine built first ran slower (10 of 12 pairs).
  */
 import { performance } from 'node:perf_hooks'
-import { composeEngine } from '../../gpu-node/src/compose-engine.ts'
 import { parseNodeConfig } from '../../gpu-node/src/config.ts'
-import type { Engine } from '../../gpu-node/src/engine/engine.ts'
+import { Engine } from '../../gpu-node/src/engine/engine.ts'
+import { loadModel } from '../../gpu-node/src/model/load-model.ts'
 import { GREEDY } from '../../gpu-node/src/engine/types.ts'
 import type { ModelInfo } from '../../gpu-node/src/model/runner.ts'
 import type { BenchContext } from '../lib/report-types.ts'
@@ -50,16 +50,19 @@ interface TurnEngine {
 
 async function engineFor(modelDir: string, env: Record<string, string>, turns: Turns): Promise<TurnEngine> {
   const config = parseNodeConfig({ MODEL_DIR: modelDir, ALLOW_UNSIGNED: '1', ...env })
-  let runner: TurnRunner | undefined
-  const { engine, info } = await composeEngine({
+  const { limits } = config
+  // As compose-engine.ts builds the node's engine, with its model worker taking turns.
+  const model = await loadModel({
     modelDir: config.modelDir,
     executionProvider: config.executionProvider,
     intraOpThreads: config.intraOpThreads,
     slotKvEdit: config.slotKvEdit,
-    limits: config.limits,
-    wrapRunner: (inner) => (runner = turns.runner(inner)),
+    kvBudgetBytes: limits.kvBudgetBytes,
+    ...(limits.prefixBlockTokens ? { prefixBlockTokens: limits.prefixBlockTokens } : {}),
   })
-  return { engine, runner: runner!, info }
+  const runner = turns.runner(model.runner)
+  const engine = new Engine({ runner, modelKey: model.encoder.modelId, decoder: model.tokenizer, limits })
+  return { engine, runner, info: model.runner.info }
 }
 
 /** Distinct prompts: every one starts with its own tokens, so no block is shared across runs or requests. */

@@ -3,20 +3,15 @@
  * encoder) and the engine that schedules it, built from one config. The model side never
  * imports the engine; this file is where the two meet.
  */
-import type { BatchingPolicy } from './engine/batching-policy.ts'
 import { Engine } from './engine/engine.ts'
 import type { EngineLimits, EngineObserver } from './engine/types.ts'
 import { loadModel, type LoadModelOptions, type ServedFiles } from './model/load-model.ts'
 import type { PromptEncoder } from './model/prompt-encoder.ts'
-import type { ModelInfo, ModelRunner } from './model/runner.ts'
+import type { ModelInfo } from './model/runner.ts'
 
 export interface ComposeEngineOptions extends Omit<LoadModelOptions, 'kvBudgetBytes' | 'prefixBlockTokens'> {
   limits: EngineLimits
   observer?: EngineObserver
-  /** Benchmarks only: the static-batching baseline. */
-  policy?: BatchingPolicy
-  /** Benchmarks only: what the engine drives instead of the model worker itself (bench/lib/turns.ts wraps it). */
-  wrapRunner?: (runner: ModelRunner) => ModelRunner
 }
 
 export interface ComposedEngine {
@@ -27,15 +22,8 @@ export interface ComposedEngine {
 }
 
 export async function composeEngine(opts: ComposeEngineOptions): Promise<ComposedEngine> {
-  const { limits, observer, policy, wrapRunner, ...model } = opts
+  const { limits, observer, ...model } = opts
   const { runner, tokenizer, encoder, served } = await loadModel({ ...model, kvBudgetBytes: limits.kvBudgetBytes, ...(limits.prefixBlockTokens ? { prefixBlockTokens: limits.prefixBlockTokens } : {}) })
-  const engine = new Engine({
-    runner: wrapRunner ? wrapRunner(runner) : runner,
-    modelKey: encoder.modelId,
-    decoder: tokenizer,
-    limits,
-    ...(observer ? { observer } : {}),
-    ...(policy ? { policy } : {}),
-  })
+  const engine = new Engine({ runner, modelKey: encoder.modelId, decoder: tokenizer, limits, ...(observer ? { observer } : {}) })
   return { encoder, engine, info: runner.info, served }
 }

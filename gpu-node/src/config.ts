@@ -25,8 +25,11 @@ const optionalString = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v))
 
+/** The model a node serves when MODEL_DIR is not set: the generated tiny preset. */
+export const DEFAULT_MODEL_DIR = 'models/tiny'
+
 const EnvSchema = z.object({
-  MODEL_DIR: z.string().min(1).default('models/tiny'),
+  MODEL_DIR: z.string().min(1).default(DEFAULT_MODEL_DIR),
   MODEL_FILE: optionalString,
   HOST: z.string().min(1).default('127.0.0.1'),
   PORT: int(0, 65535).default(9101),

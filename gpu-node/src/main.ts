@@ -9,7 +9,6 @@ import type { EngineHandle, EngineStats } from './engine/types.ts'
 import type { ModelInfo } from './model/runner.ts'
 import { createMetricsObserver } from './metrics/engine-observer.ts'
 import { createNodeMetrics } from './metrics/node-metrics.ts'
-import { ensureGeneratedModel } from '../tools/generate-model/ensure-model.ts'
 import { createUpstashRegistryClient, startHeartbeat, type Heartbeat } from './registry/heartbeat.ts'
 import { createRequestHandler } from './server/app.ts'
 import { createSignatureCheck } from './server/edge-signature.ts'
@@ -31,7 +30,6 @@ async function main(log: Logger): Promise<void> {
   const state = createNodeState()
   let engine: EngineHandle | undefined
   const metrics = createNodeMetrics({ region: config.region, stats: () => engine?.stats() ?? IDLE_STATS })
-  await ensureGeneratedModel(config.modelDir, (line) => log.info({ msg: line }))
   const loaded = await composeEngine({
     modelDir: config.modelDir,
     ...(config.modelFile ? { modelFile: config.modelFile } : {}),

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events'
 import { describe, expect, it } from 'vitest'
-import { silentLogger } from './server/json-log.ts'
+import { silentLogger } from '../test/support/silent-logger.ts'
 import { createDrain, handleShutdownSignals } from './shutdown.ts'
 import { json, readRest, readUntil, startTestNode } from '../test/support/test-node.ts'
 

@@ -14,7 +14,6 @@ import { tmpdir } from 'node:os'
 import { basename, dirname, join, relative } from 'node:path'
 import { createInterface } from 'node:readline'
 import { afterAll, describe, expect, it } from 'vitest'
-import { isPresetName } from '../../gpu-node/tools/generate-model/presets.ts'
 import { REPO_ROOT } from '../k8s/kustomize.ts'
 import { DOCKERFILE, dockerignoreMatcher, readDockerfile, type Stage } from './dockerfile.ts'
 import { runtimeGraph } from './runtime-imports.ts'
@@ -129,13 +128,17 @@ describe(`${DOCKERFILE}: lint`, () => {
       expect(c.env.EXECUTION_PROVIDER).toBe(provider)
       expect(c.env.HOST).toBe('0.0.0.0')
       expect(c.expose).toEqual([c.env.PORT])
-      // Models live in /models/<id>; the folder belongs to the image's user, so that the tiny demo
-      // model the default MODEL_DIR names can be generated there when nothing is mounted.
+      // Models live in /models/<id>, a folder of the image's user; the tiny demo model the default
+      // MODEL_DIR names is generated there when the image is built (the node never generates).
       expect(dirname(c.env.MODEL_DIR!)).toBe('/models')
       const [uid, gid] = c.user!.split(':')
-      expect(chain(df.stage(name)).flatMap((s) => s.runs)).toContain(`install -d -o ${uid} -g ${gid} /models`)
+      // Each command of every RUN, line continuations joined.
+      const runs = chain(df.stage(name)).flatMap((s) => s.runs.flatMap((r) => r.replace(/\\\r?\n/g, ' ').split('&&').map((c) => c.trim().replace(/\s+/g, ' '))))
+      expect(runs).toContain(`install -d -o ${uid} -g ${gid} /models`)
+      expect(runs).toContain('node --import tsx gpu-node/tools/generate-model/cli.ts --preset tiny --out /models/tiny')
     }
-    expect(isPresetName(basename(df.config(df.stage('gpu')).env.MODEL_DIR!))).toBe(true)
+    expect(df.config(df.stage('gpu')).env.MODEL_DIR).toBe('/models/tiny')
+    expect(df.config(df.stage('cpu')).env.MODEL_DIR).toBe('/models/tiny')
     // Baked: the model at /models/<MODEL_ID>, and MODEL_DIR pointing at it.
     const baked = df.stage('gpu-baked')
     expect(baked.copies.map((c) => [c.from, c.dest])).toEqual([['model', '/models/${MODEL_ID}']])

@@ -46,8 +46,10 @@ COPY gpu-node/src ./gpu-node/src
 COPY gpu-node/tools ./gpu-node/tools
 # Models live in /models/<id>, as in the repository's models/<name>: the directory's name is the
 # model id clients ask for. A deployment mounts its volume at /models and sets MODEL_DIR; without
-# one, the node generates the tiny demo model into /models/tiny at start (writable for this user).
-RUN install -d -o 10001 -g 10001 /models
+# one, the node serves the tiny demo model, generated into /models/tiny here (the node itself
+# never generates one: a missing directory stops it with one clear message).
+RUN install -d -o 10001 -g 10001 /models \
+    && node --import tsx gpu-node/tools/generate-model/cli.ts --preset tiny --out /models/tiny
 # glibc reads MALLOC_* only when a process starts: they are set here for the same reason the
 # launcher (infra/scripts/launch-gpu-node.mjs) sets them, 1.5-3x faster steps at large KV.
 ENV NODE_ENV=production \
@@ -82,7 +84,8 @@ COPY package.json tsconfig.json ./
 COPY shared/src ./shared/src
 COPY gpu-node/src ./gpu-node/src
 COPY gpu-node/tools ./gpu-node/tools
-RUN install -d -o 10001 -g 10001 /models
+RUN install -d -o 10001 -g 10001 /models \
+    && node --import tsx gpu-node/tools/generate-model/cli.ts --preset tiny --out /models/tiny
 ENV NODE_ENV=production \
     MALLOC_MMAP_MAX_=0 \
     MALLOC_TRIM_THRESHOLD_=68719476736 \

@@ -50,10 +50,6 @@ export class ApiError extends Error {
   }
 }
 
-export function isApiError(e: unknown): e is ApiError {
-  return e instanceof ApiError
-}
-
 /**
  * Any thrown value as an ApiError. ApiErrors pass through; a timeout DOMException (from
  * `AbortSignal.timeout`) becomes `timeout`; everything else becomes `internal` with the fixed

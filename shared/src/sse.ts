@@ -16,9 +16,6 @@ export const SSE_KEEP_ALIVE = ': keep-alive\n\n'
 /** OpenAI's end-of-stream sentinel. */
 export const SSE_DONE = 'data: [DONE]\n\n'
 
-/** How often a stream sends SSE_KEEP_ALIVE while waiting for its first token, in ms. */
-export const DEFAULT_KEEP_ALIVE_MS = 5000
-
 /** A `data:` frame (OpenAI style: no event name). */
 export function sseData(payload: unknown): string {
   return `data: ${JSON.stringify(payload)}\n\n`

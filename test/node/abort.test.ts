@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { pollUntil, startGpuNode, type GpuNodeProcess, type Metrics } from './gpu-node-process.ts'
 import { longPrompt } from './prompts.ts'
 import { CHAT, COMPLETIONS, MESSAGES, post, sseFrames } from './sse-client.ts'
-import { seededRandom } from '../../shared/src/seeded-random.ts'
+import { seededRandom } from '../../shared/test/support/seeded-random.ts'
 
 /** The default batch: the dialect aborts and the 200-abort storm. */
 let node: GpuNodeProcess

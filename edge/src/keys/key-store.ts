@@ -34,8 +34,3 @@ export function createRedisKeyStore(redis: KeyRedis): KeyStore {
     },
   }
 }
-
-/** A fixed table, for tests and key-less local runs. */
-export function createMemoryKeyStore(records: ReadonlyMap<string, ApiKeyRecord>): KeyStore {
-  return { lookup: async (hashHex) => records.get(hashHex) }
-}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { seededRandom as rng } from '../../../shared/src/seeded-random.ts'
+import { seededRandom as rng } from '../../../shared/test/support/seeded-random.ts'
 import { BUCKET_COUNT, bucketBounds, bucketIndex, emptyHistogram, GROWTH, LAST_FINITE, MAX_MS, mergeInto, observe, OVERFLOW, percentile, totalCount } from './histogram.ts'
 
 /** Latency-like samples: log-uniform from 0.1 ms to ~200 s, with a few exact bucket bounds. */

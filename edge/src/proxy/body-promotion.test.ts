@@ -11,7 +11,7 @@ import { spawnSync } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 
-const CHILD = join(import.meta.dirname, 'body-promotion.child.ts')
+const CHILD = join(import.meta.dirname, '../../test/support/body-promotion.child.ts')
 
 /** Bytes V8's young collections promoted while the child made its bodies. */
 function promotedBytes(mode: 'bodies' | 'control'): number {

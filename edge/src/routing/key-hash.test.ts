@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest'
-import { KeyHash, keyHashHex } from './key-hash.ts'
+import { KeyHash } from './key-hash.ts'
+
+/** The hash of one string, as hex. */
+const keyHashHex = (text: string): string => new KeyHash().text(text).hex()
 
 /** bryc's cyrb53 as published (53 bits of the same two lanes): the oracle for text(). */
 function cyrb53(str: string): number {

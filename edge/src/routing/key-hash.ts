@@ -97,8 +97,3 @@ export class KeyHash {
     return [h1 >>> 0, h2 >>> 0]
   }
 }
-
-/** The hash of one string, as hex. */
-export function keyHashHex(text: string): string {
-  return new KeyHash().text(text).hex()
-}

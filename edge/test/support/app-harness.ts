@@ -7,7 +7,8 @@
 import { hashApiKey } from '../../../shared/src/api-key.ts'
 import { createApp } from '../../src/app.ts'
 import { parseEdgeConfig } from '../../src/config.ts'
-import { createMemoryKeyStore, type KeyStore } from '../../src/keys/key-store.ts'
+import type { KeyStore } from '../../src/keys/key-store.ts'
+import { createMemoryKeyStore } from './memory-key-store.ts'
 import type { RateLimiter } from '../../src/limits/rate-limiter.ts'
 import type { RoutableNode } from '../../src/routing/pick-node.ts'
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { staticBatching } from './batching-policy.ts'
+import { staticBatching } from '../../test/support/static-batching.ts'
 import { Scheduler, type SchedulerLimits } from './scheduler.ts'
 import { letterDecoder, ScriptedRunner } from '../../test/support/scripted-runner.ts'
 import { Sequence } from './sequence.ts'

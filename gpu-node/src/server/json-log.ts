@@ -16,6 +16,3 @@ export function createJsonLogger(write: (line: string) => void = (line) => proce
   }
   return { info: emit('info'), warn: emit('warn'), error: emit('error') }
 }
-
-/** For tests: drops everything. */
-export const silentLogger: Logger = { info() {}, warn() {}, error() {} }

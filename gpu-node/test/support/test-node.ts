@@ -8,7 +8,8 @@ import { createNodeMetrics, type NodeMetrics } from '../../src/metrics/node-metr
 import { createRequestHandler } from '../../src/server/app.ts'
 import { createSignatureCheck } from '../../src/server/edge-signature.ts'
 import { createNodeServer, type NodeServer } from '../../src/server/http.ts'
-import { silentLogger, type Logger } from '../../src/server/json-log.ts'
+import type { Logger } from '../../src/server/json-log.ts'
+import { silentLogger } from './silent-logger.ts'
 import { createNodeState, type NodeState } from '../../src/server/node-state.ts'
 import { byteEncoder, ScriptedEngine } from './scripted-engine.ts'
 

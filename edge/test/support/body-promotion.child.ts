@@ -9,9 +9,9 @@
  */
 import { GCProfiler } from 'node:v8'
 import { getDialect } from '../../../shared/src/dialects/index.ts'
-import { streamEndsOf } from './frame-scanner.ts'
-import { passThrough, type UpstreamBody } from './pass-through.ts'
-import { resumableBody } from './resumable-body.ts'
+import { streamEndsOf } from '../../src/proxy/frame-scanner.ts'
+import { passThrough, type UpstreamBody } from '../../src/proxy/pass-through.ts'
+import { resumableBody } from '../../src/proxy/resumable-body.ts'
 
 const COUNT = 30_000
 const BATCH = 1000
