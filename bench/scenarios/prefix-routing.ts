@@ -37,6 +37,8 @@ import { laterTurns, laterTurnsCachedShare, runConversations } from './prefix-ch
 const API_KEY = 'zl-prefixkey' + '0'.repeat(32 - 'prefixkey'.length)
 const TENANT = 'bench'
 const HOT_CONVERSATIONS = 64
+/** Node counters read per mode (requests served first). */
+const NODE_COUNTERS = ['zl_request_success_total', 'zl_time_to_first_token_seconds_sum', 'zl_time_to_first_token_seconds_count', 'zl_request_queue_time_seconds_sum', 'zl_step_duration_seconds_sum', 'zl_prompt_tokens_total']
 /** Four nodes, two to a core of the machine's first two, so round robin spreads a conversation over four. */
 const NODES = 4
 /** Conversations in flight at once: four per node. */
@@ -80,9 +82,22 @@ export async function measureAffinity(ctx: BenchContext, modelDir: string): Prom
     const direct = { nodes: nodes.map((n) => n.url), secret, tenant: TENANT }
     const modes: Router[] = [oneOrigin('affinity', edge.url, headers), roundRobin(direct), leastOutstanding(direct)]
 
-    const served = async () => Promise.all(nodes.map(async (n) => promValue(parseProm(await n.metricsText()), 'zl_request_success_total')))
+    /** Each node's counters now: requests served, and the node's own TTFT, queue and step sums. */
+    const counters = async () =>
+      Promise.all(
+        nodes.map(async (n, i) => {
+          const text = await n.metricsText().catch((e: unknown) => {
+            throw new Error(`node bench-${i}: GET /metrics failed (${(e as Error).message}); its last lines:\n${n.proc.tail()}`)
+          })
+          const m = parseProm(text)
+          return NODE_COUNTERS.map((name) => promValue(m, name))
+        }),
+      )
+    const served = async () => (await counters()).map((c) => c[0]!)
     const runs = new Map<string, RequestRecord[][]>(modes.map((m) => [m.name, []]))
     const modeLoad = new Map<string, number[]>(modes.map((m) => [m.name, nodes.map(() => 0)]))
+    /** Per mode, NODE_COUNTERS summed over the nodes and its rounds. */
+    const modeCounters = new Map<string, number[]>(modes.map((m) => [m.name, NODE_COUNTERS.map(() => 0)]))
     for (let r = 0; r < rounds; r++) {
       for (let k = 0; k < modes.length; k++) {
         const mode = modes[(r + k) % modes.length]!
@@ -90,15 +105,24 @@ export async function measureAffinity(ctx: BenchContext, modelDir: string): Prom
         const first = r * CONCURRENCY
         ctx.log(`routing: round ${r + 1}/${rounds}, ${CONCURRENCY} conversations × ${TURNS} turns at once, ${mode.name}`)
         const users = Array.from({ length: CONCURRENCY * TURNS }, (_, i) => textPromptOfLength(modelDir, 64, variant * 1000 + first * TURNS + i).text)
-        const before = await served()
+        const before = await counters()
         runs.get(mode.name)!.push(...(await runConversations({ router: mode, model, system: `${variant}: ${textPromptOfLength(modelDir, 512, variant).text}`, users, conversations: CONCURRENCY, turns: TURNS, concurrency: CONCURRENCY, dispatcher: agent })))
-        const after = await served()
-        modeLoad.set(mode.name, modeLoad.get(mode.name)!.map((n, i) => n + after[i]! - before[i]!))
+        const after = await counters()
+        modeLoad.set(mode.name, modeLoad.get(mode.name)!.map((n, i) => n + after[i]![0]! - before[i]![0]!))
+        modeCounters.set(mode.name, modeCounters.get(mode.name)!.map((sum, j) => sum + after.reduce((t, c, i) => t + c[j]! - before[i]![j]!, 0)))
       }
+    }
+    /** What the nodes themselves saw of a mode's requests: their TTFT and admission-queue wait (means), and the steps they ran. */
+    const nodeSide = (name: string) => {
+      const [, ttftSum, ttftCount, queueSum, stepSeconds, promptTokens] = modeCounters.get(name)!
+      return { ttft_mean_ms: round((1000 * ttftSum!) / ttftCount!, 1), queue_mean_ms: round((1000 * queueSum!) / ttftCount!, 1), step_seconds: round(stepSeconds!, 1), prompt_tokens: promptTokens! }
     }
     const share = (name: string) => laterTurnsCachedShare(runs.get(name)!)
     const warmTtft = (name: string) => median(laterTurns(runs.get(name)!).map((t) => t.ttftMs!))
-    for (const m of modes) ctx.log(`routing: ${m.name}: cached share of turns 2–${TURNS} ${round(share(m.name), 3)}, their p50 TTFT ${round(warmTtft(m.name), 1)} ms, requests per node ${modeLoad.get(m.name)!.join(' / ')}`)
+    for (const m of modes) {
+      const node = nodeSide(m.name)
+      ctx.log(`routing: ${m.name}: cached share of turns 2–${TURNS} ${round(share(m.name), 3)}, their p50 TTFT ${round(warmTtft(m.name), 1)} ms, requests per node ${modeLoad.get(m.name)!.join(' / ')}; at the nodes: TTFT mean ${node.ttft_mean_ms} ms, of it queued ${node.queue_mean_ms} ms, ${node.step_seconds} s of steps`)
+    }
 
     ctx.log(`routing: ${HOT_CONVERSATIONS} conversations with one system prompt and first message, at once`)
     const before = await served()
@@ -133,6 +157,7 @@ export async function measureAffinity(ctx: BenchContext, modelDir: string): Prom
           conversations_per_mode: rounds * CONCURRENCY,
           warm_turns_ttft_p50_ms: Object.fromEntries(modes.map((m) => [m.name, round(warmTtft(m.name), 1)])),
           requests_per_node: Object.fromEntries(modeLoad),
+          at_the_nodes: Object.fromEntries(modes.map((m) => [m.name, nodeSide(m.name)])),
           affinity_decisions: decisions(runs.get(affinity)!.flat()),
           hot_prompt_requests_per_node: perNode,
           hot_prompt_decisions: decisions(hot),
