@@ -62,10 +62,17 @@ export interface RequestRecord {
   retryAfterMs?: number
 }
 
-/** A keep-alive agent for a benchmark client: no body/header timeouts (streams are gappy), unlimited connections. */
+/**
+ * A keep-alive agent for a benchmark client: no body/header timeouts (streams are gappy),
+ * unlimited connections. An idle connection is reused for as long as the server says (Keep-Alive:
+ * timeout=, up to keepAliveMaxTimeout), else for undici's own default of 4 s, as Node's fetch and
+ * both SDKs do: workerd closes an idle client connection after 5 s without saying so, and with 60 s
+ * the client reused connections workerd was closing (29 of 36,458 requests of a 240 s
+ * bench/overload.ts run got a reset, 19 of them in one burst).
+ */
 export function benchAgent(opts: { connections?: number } = {}): Agent {
   return new Agent({
-    keepAliveTimeout: 60_000,
+    keepAliveTimeout: 4_000,
     keepAliveMaxTimeout: 600_000,
     headersTimeout: 0,
     bodyTimeout: 0,
