@@ -1,5 +1,5 @@
 /**
- * Issue 17 item 11, a measurement (not a test): a bounded overload of the local stack through the
+ * A measurement (not a test): a bounded overload of the local stack through the
  * edge. `npx tsx bench/overload.ts [--seconds 60] [--factor 3] [--edge wrangler|miniflare|wrangler-inspector|node] [--regions 3] [--queue-wait-ms 10000] [--node-nice 10]`
  *
  * 1. capacity: a closed loop of 8 clients for 10 s measures the stack's request rate R;

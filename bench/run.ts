@@ -1,5 +1,5 @@
 /**
- * `npm run bench` — the benchmark suite (DESIGN.md §9, issue 6).
+ * `npm run bench` — the benchmark suite (DESIGN.md §9).
  *
  *   npm run bench                      every section, full length (≈ 10–15 min on 2 cores)
  *   npm run bench -- --quick           every section, shortened (≈ 15 min: the edge section counts instructions under callgrind)
@@ -61,7 +61,7 @@ const t0 = performance.now()
 const stamp = () => `${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s`
 
 // Bounded in time as a whole: a stuck scenario cannot keep the machine busy.
-// The edge section alone takes ~12 min quick: instruction counts under callgrind (issue 18).
+// The edge section alone takes ~12 min quick: instruction counts under callgrind.
 const HARD_LIMIT_MS = (quick ? 25 : 60) * 60_000
 const watchdog = setTimeout(() => {
   console.error(`bench: over the ${HARD_LIMIT_MS / 60_000}-minute limit; stopping`)

@@ -9,7 +9,7 @@ import { Redis } from '@upstash/redis'
 import { seedKey } from '../../infra/keys/key-admin.ts'
 import type { LocalUpstashProcs } from './services.ts'
 
-/** The model the instant upstream (probe/instant-upstream.ts) answers for. */
+/** The model the instant upstream (rig/instant-upstream.ts) answers for. */
 export const INSTANT_MODEL = 'bench-instant'
 
 export const BENCH_API_KEY = 'zl-benchkey' + '0'.repeat(32 - 'benchkey'.length)

@@ -1,5 +1,5 @@
 /**
- * Instruction counts of a running process under valgrind's callgrind (issue 18 item 2): on this
+ * Instruction counts of a running process under valgrind's callgrind: on this
  * shared machine they repeat where CPU seconds do not. The process runs under `callgrindWrap()`;
  * `zero()` resets its counters (after a warm-up, so start-up and JIT tier-up are left out) and
  * `dump()` writes the instructions executed since then, summed over all its threads (V8's

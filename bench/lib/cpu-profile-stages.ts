@@ -1,6 +1,6 @@
 /**
- * Where a process's CPU went, by stage of the edge's request path (issue 18 item 3), from a V8
- * .cpuprofile (bench/probe/cpu-profile.ts). JIT-compiled code has no stable symbols for
+ * Where a process's CPU went, by stage of the edge's request path, from a V8
+ * .cpuprofile (bench/rig/cpu-profile.ts). JIT-compiled code has no stable symbols for
  * callgrind, but V8's own sampler knows every JS frame's script. Each sample is charged to the
  * innermost frame in OUR code (edge/src, shared/src) on its stack, so a library called from a
  * stage (zod from validation, undici from the forward) counts as that stage; a sample with no

@@ -36,7 +36,7 @@ export const TARGETS: Target[] = [
   { key: 'edge.pinned_added_ttfb_p50_c1_minus_bare_h2_ms', label: "pinned: Node edge − the bare passthrough over one h2c connection (as the edge reaches other regions' nodes), added TTFB p50 at concurrency 1, ms", kind: 'report' },
   { key: 'edge.pinned_added_ttfb_p99_c64_minus_bare_h2_ms', label: 'pinned: Node edge − the bare passthrough over one h2c connection, added TTFB p99 at concurrency 64, ms', kind: 'report' },
   { key: 'edge.nginx_added_ttfb_p50_c1_ms', label: 'pinned: nginx (nginx-light) added TTFB p50 at concurrency 1, ms — the floor', kind: 'report' },
-  // Unpinned (the edge shares its cores with the node and the load generator): reported, issue 18.
+  // Unpinned (the edge shares its cores with the node and the load generator): reported.
   { key: 'edge.node_added_ttfb_ms_p50_c1', label: 'unpinned: Node edge added TTFB p50 at concurrency 1, ms (auth + rate limit on)', kind: 'report' },
   { key: 'edge.node_added_ttfb_ms_p99_c64', label: 'unpinned: Node edge added TTFB p99 at concurrency 64, ms', kind: 'report' },
   { key: 'edge.node_requests_per_s_one_core', label: 'Node edge requests per CPU-second on one core (instant upstream, non-streaming)', kind: 'report' },

@@ -17,7 +17,7 @@ import { MALLOC_ENV, spawnProc, waitUntil, type Proc } from './procs.ts'
 const ROOT = join(import.meta.dirname, '..', '..')
 
 const TSX = ['--import', 'tsx']
-const ELD_PROBE = pathToFileURL(join(import.meta.dirname, '..', 'probe', 'event-loop-delay.ts')).href
+const ELD_PROBE = pathToFileURL(join(import.meta.dirname, '..', 'rig', 'event-loop-delay.ts')).href
 
 export interface EldReading {
   resolutionMs: number
@@ -215,11 +215,9 @@ export interface WranglerDevOptions {
    * stall, edge/README.md).
    */
   kind?: Exclude<EdgeKind, 'node'>
-  /** A wrangler config other than the repo's (the bare proxy Worker, bench/probe/bare-worker/). */
+  /** A wrangler config other than the repo's (the bare proxy Worker, bench/rig/bare-worker/). */
   config?: string
   name?: string
-  /** `miniflare` only: workerd's V8 inspector on this port (bench/probe/worker-profile.ts). */
-  inspectorPort?: number
   /** `miniflare` only: workerd's V8 flags ([] none); default miniflare-edge.ts's. */
   v8Flags?: readonly string[]
 }
@@ -238,7 +236,7 @@ export async function startWranglerDev(env: Record<string, string>, opts: Wrangl
   const kind = opts.kind ?? DEFAULT_EDGE_KIND
   const args =
     kind === 'miniflare'
-      ? [...TSX, 'infra/local/miniflare-edge-cli.ts', ...common, '--no-watch', ...(opts.inspectorPort ? ['--inspector-port', String(opts.inspectorPort)] : []), ...(opts.v8Flags ? [`--v8-flags=${opts.v8Flags.join(' ')}`] : [])]
+      ? [...TSX, 'infra/local/miniflare-edge-cli.ts', ...common, '--no-watch', ...(opts.v8Flags ? [`--v8-flags=${opts.v8Flags.join(' ')}`] : [])]
       : kind === 'wrangler-inspector'
         ? ['node_modules/wrangler/bin/wrangler.js', 'dev', ...common, '--log-level', 'warn', '--inspector-port', String(await freePort()), '--show-interactive-dev-session=false']
         : [...TSX, 'infra/local/wrangler-dev-cli.ts', ...common, '--log-level', 'warn', '--no-watch']
@@ -258,9 +256,9 @@ export async function startWranglerDev(env: Record<string, string>, opts: Wrangl
   return { url, proc, stop: () => proc.stop() }
 }
 
-/** The bench-only instant upstream (probe/instant-upstream.ts). */
+/** The bench-only instant upstream (rig/instant-upstream.ts). */
 export async function startInstantUpstream(opts: { cpus?: string } = {}): Promise<EdgeProc> {
-  const proc = spawnProc('instant-upstream', process.execPath, [...TSX, 'bench/probe/instant-upstream.ts'], { ...(opts.cpus ? { cpus: opts.cpus } : {}) })
+  const proc = spawnProc('instant-upstream', process.execPath, [...TSX, 'bench/rig/instant-upstream.ts'], { ...(opts.cpus ? { cpus: opts.cpus } : {}) })
   const ready = await proc.waitFor((_l, j) => j?.msg === 'ready', 60_000).catch(async (e) => {
     await proc.stop()
     throw e
@@ -268,9 +266,9 @@ export async function startInstantUpstream(opts: { cpus?: string } = {}): Promis
   return { url: String(ready.json!.url), proc, stop: () => proc.stop() }
 }
 
-/** The bench-only bare Hono passthrough (probe/bare-hono-passthrough.ts) in front of `upstreamUrl`. */
+/** The bench-only bare Hono passthrough (rig/bare-hono-passthrough.ts) in front of `upstreamUrl`. */
 export async function startBarePassthrough(upstreamUrl: string, opts: ProxyProcOptions & { h2?: boolean } = {}): Promise<EdgeProc> {
-  const entry = 'bench/probe/bare-hono-passthrough.ts'
+  const entry = 'bench/rig/bare-hono-passthrough.ts'
   const { proc, module } = await spawnProxy(opts.h2 ? 'bare-hono-passthrough-h2' : 'bare-hono-passthrough', [entry], { UPSTREAM_URL: upstreamUrl, PORT: '0', ...(opts.h2 ? { UPSTREAM_H2: '1' } : {}) }, { ...opts, build: () => bundledModule(entry) })
   const ready = await proc.waitFor((_l, j) => j?.msg === 'ready', opts.readyTimeoutMs ?? 60_000).catch(async (e) => {
     await proc.stop()

@@ -1,5 +1,5 @@
 /**
- * Cancellation (issue 6): 50 clients open streams to a GPU node (small model, default settings)
+ * Cancellation: 50 clients open streams to a GPU node (small model, default settings)
  * and hang up mid-stream, each after a different number of tokens (2–8), so disconnects land on
  * every phase of a step. The node counts, per aborted sequence, the model steps started between
  * the abort and the release of its KV (`zl_abort_free_steps`, buckets 1, 2, 3, 5, 10; 1 when the

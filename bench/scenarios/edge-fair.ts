@@ -1,5 +1,5 @@
 /**
- * The edge section's fair measurements (issue 18), run by edge.ts after its unpinned phases,
+ * The edge section's fair measurements, run by edge.ts after its unpinned phases,
  * against the same limiter (redis-server + the Upstash bridge) and the same instant upstream:
  * - pinned latency (edge-pinned.ts): edge, bare Hono passthrough and nginx, each alone on core 0;
  * - instructions per request (edge-instructions.ts): edge and bare passthrough under callgrind;

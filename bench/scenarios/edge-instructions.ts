@@ -1,5 +1,5 @@
 /**
- * CPU cost per request in instructions (issue 18 item 2): the Node edge and the bare Hono
+ * CPU cost per request in instructions: the Node edge and the bare Hono
  * passthrough, each in its own process under valgrind's callgrind (bench/lib/callgrind.ts),
  * pinned to core 0, one after the other in the same run, in front of the instant upstream
  * (core 1, with the load generator, the Upstash bridge and redis). Through the edge: auth, both
@@ -114,7 +114,7 @@ export async function runEdgeInstructions(ctx: BenchContext, input: PinnedEdgeIn
       const outFile = join(dir, `${which}.out`)
       // Each proxy built as it runs outside the bench: the edge by infra/build/edge-node.ts, the
       // passthrough by bundle.ts, both esbuild bundles (tsx's loader under valgrind takes minutes).
-      const bundle = which === 'edge' ? await buildNodeEdge(join(dir, 'edge')) : bundleEntry('bench/probe/bare-hono-passthrough.ts', join(dir, `${which}.mjs`))
+      const bundle = which === 'edge' ? await buildNodeEdge(join(dir, 'edge')) : bundleEntry('bench/rig/bare-hono-passthrough.ts', join(dir, `${which}.mjs`))
       const opts = { wrap: callgrindWrap(outFile), bundle, readyTimeoutMs: 600_000, ...(pinned ? { cpus: '0' } : {}) }
       const t0 = performance.now()
       // Under callgrind every step takes ~100× its wall time: the limiter's and the upstream's

@@ -1,5 +1,5 @@
 /**
- * The edge measured the fair way (issue 18, "Measure it fairly" item 1): the proxy under test —
+ * The edge measured the fair way: the proxy under test —
  * the Node edge (its node is in its own region: HTTP/1.1), the bare Hono passthrough (over an
  * HTTP/1.1 pool, and over one h2c connection as the edge reaches other regions' nodes), nginx (Debian's nginx-light, the absolute floor) —
  * each pinned to core 0, the load generator and the instant upstream (and the limiter's bridge

@@ -1,6 +1,6 @@
 /**
- * Where the edge's CPU goes, by stage (issue 18 item 3): the Node edge pinned to core 0 with V8's
- * sampling profiler preloaded (bench/probe/cpu-profile.ts), the load generator and the instant
+ * Where the edge's CPU goes, by stage: the Node edge pinned to core 0 with V8's
+ * sampling profiler preloaded (bench/rig/cpu-profile.ts), the load generator and the instant
  * upstream on core 1. After a warm-up, the profiler runs over a fixed number of non-streaming
  * ~1 kB requests at concurrency 8; bench/lib/cpu-profile-stages.ts charges each sample to the
  * stage of the innermost frame of ours on its stack. Shares of the edge's busy (non-idle) time.
@@ -19,7 +19,7 @@ import { round } from '../lib/stats.ts'
 import { requestBodies, type RequestKind } from './edge-instructions.ts'
 import type { PinnedEdgeInput } from './edge-pinned.ts'
 
-const PROBE = pathToFileURL(join(import.meta.dirname, '..', 'probe', 'cpu-profile.ts')).href
+const PROBE = pathToFileURL(join(import.meta.dirname, '..', 'rig', 'cpu-profile.ts')).href
 
 export async function profileEdgeStages(ctx: BenchContext, input: PinnedEdgeInput): Promise<{ requests: number; samples: number; stages: StageShare[] }> {
   const { requests, profile } = await recordEdgeProfile(ctx, input)

@@ -1,5 +1,5 @@
 /**
- * Edge streams (issue 18): how token streams arrive through the local Workers edge, against the
+ * Edge streams: how token streams arrive through the local Workers edge, against the
  * Node edge, in the same run.
  *
  * - Streams at concurrency 8: eight 400-token streams (`ignore_eos`) sent at once; the client-side
@@ -8,7 +8,7 @@
  *   per round: the Node edge, `npm start`'s default Workers edge (our Worker on Miniflare directly:
  *   no wrangler ProxyWorker in front), and as controls wrangler's dev engine (`--edge wrangler`,
  *   DevTools inspector off: the ProxyWorker hop), plain `wrangler dev` (inspector on: the set-up
- *   that stalled), and a Worker that only proxies (bench/probe/bare-worker/) under all of them — a
+ *   that stalled), and a Worker that only proxies (bench/rig/bare-worker/) under all of them — a
  *   stall it shows too is the runtime's, not ours.
  * - Concurrency 64: per round, each edge (order rotated) gets a closed loop of 64 clients for a
  *   fixed number of short streams; `wrangler_over_node_p99_c64` = p99 TTFB through the default
@@ -82,7 +82,7 @@ export async function runEdgeStreams(i: EdgeStreamsInput): Promise<EdgeStreamsRe
   try {
     const origins: Partial<Record<Target, string>> = { 'node-edge': i.nodeEdgeUrl, ...(i.wranglerUrl ? { wrangler: i.wranglerUrl } : {}) }
     ctx.log("edge streams: starting the controls (wrangler's dev engine, plain wrangler dev, and the bare proxy Worker under each and the default)")
-    const bare = 'bench/probe/bare-worker/wrangler.toml'
+    const bare = 'bench/rig/bare-worker/wrangler.toml'
     const controls: Array<[ControlTarget, () => Promise<EdgeProc>]> = [
       ['wrangler-inspector', () => startWranglerDev(i.edgeEnv, { kind: 'wrangler-inspector' })],
       ['bare-wrangler', () => startWranglerDev({ UPSTREAM: i.node.url }, { config: bare, name: 'bare-worker' })],
@@ -195,7 +195,7 @@ export async function runEdgeStreams(i: EdgeStreamsInput): Promise<EdgeStreamsRe
           'node-edge': 'edge/src/entries/node.ts',
           wrangler: "npm start's default: Miniflare's API directly on wrangler's build and config (infra/local/miniflare-edge-cli.ts)",
           'wrangler-inspector': 'plain `wrangler dev` (inspector on), the first default',
-          'bare-wrangler': 'bench/probe/bare-worker (return fetch(upstream)) under the default set-up',
+          'bare-wrangler': 'bench/rig/bare-worker (return fetch(upstream)) under the default set-up',
           'bare-wrangler-inspector': 'the bare Worker under plain `wrangler dev`',
           'dev-engine': "wrangler's dev engine (unstable_startWorker), DevTools inspector off (infra/local/wrangler-dev-cli.ts): `--edge wrangler`, npm start's default until 2026-12-04",
           'bare-dev-engine': "the bare Worker under wrangler's dev engine",

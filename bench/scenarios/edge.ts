@@ -1,5 +1,5 @@
 /**
- * Edge scenarios (issue 6): what the edge adds to time to first byte and total time, direct to a
+ * Edge scenarios: what the edge adds to time to first byte and total time, direct to a
  * GPU node vs through the Node edge vs through `wrangler dev`, with auth and rate limiting on
  * (a seeded key with huge limits, real redis-server + the Upstash bridge as its own process, the
  * limiter's failure mode `closed` so a limiter that could not decide shows up as an error rather
@@ -240,7 +240,7 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
       unpin()
       await rpsAgent.close()
     }
-    // The fair method (issue 18): each proxy alone on core 0, instruction counts, stage profile.
+    // The fair method: each proxy alone on core 0, instruction counts, stage profile.
     const fair = await runFairEdge(ctx, { edgeEnv, instantUrl: instant.url, model: INSTANT_MODEL, apiKey: BENCH_API_KEY })
     raw.fair = fair.raw
     notes.push(...fair.notes)

@@ -2,7 +2,7 @@
  * Engine scenario 4, over HTTP, against a real GPU node process (small model, default settings):
  * idle TTFT minus the prefill step's duration (the node's zl_step_duration_seconds sum delta, one
  * step, for a max_tokens 1 request), and the socket thread's event-loop delay p99 under full load
- * (monitorEventLoopDelay preloaded into the node process, bench/probe/event-loop-delay.ts), with a
+ * (monitorEventLoopDelay preloaded into the node process, bench/rig/event-loop-delay.ts), with a
  * /healthz probe latency alongside.
  */
 import { performance } from 'node:perf_hooks'
@@ -104,7 +104,7 @@ export async function runOverHttp(ctx: BenchContext, modelDir: string, raw: Reco
       healthz_probe_ms: summarize(probeLatencies),
     }
     ctx.log(`event-loop delay on the socket thread: p50 ${eld.p50.toFixed(2)} ms, p99 ${eld.p99.toFixed(2)} ms, max ${eld.max.toFixed(1)} ms; /healthz probe p99 ${percentile(probeLatencies, 99).toFixed(2)} ms; ${(tokens * 1000 / load.endedAtMs).toFixed(0)} tok/s`)
-    notes.push('Event-loop delay: perf_hooks.monitorEventLoopDelay inside the GPU node process (preloaded by the benchmark, bench/probe/event-loop-delay.ts), reported as lateness of a 2 ms timer; a /healthz probe latency is reported beside it.')
+    notes.push('Event-loop delay: perf_hooks.monitorEventLoopDelay inside the GPU node process (preloaded by the benchmark, bench/rig/event-loop-delay.ts), reported as lateness of a 2 ms timer; a /healthz probe latency is reported beside it.')
     notes.push('Idle TTFT minus prefill: client TTFT (first content frame, max_tokens 1) minus the one step the node ran for it (zl_step_duration_seconds sum delta: the worker round trip of the prefill step).')
     return {
       idle_ttft_minus_prefill_ms: round(median(diffs)),

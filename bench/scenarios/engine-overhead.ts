@@ -4,7 +4,7 @@
  * rows and prefill nothing. Engine tokens/s there = 32 × ticks / wall time of those ticks (from
  * the return of the tick before the window to the return of its last tick: scheduling, worker
  * round trips, sampling, detokenizing and event delivery included). The reference is raw ONNX
- * Runtime in its own worker thread of this process (bench/probe/raw-ort-worker.ts), where the
+ * Runtime in its own worker thread of this process (bench/rig/raw-ort-worker.ts), where the
  * runner runs its session: the same session options, batch 32, the same number of decode steps
  * over the same KV width range (past = window start width, growing by one per step), driving the
  * graph the runner drives: a concat (Optimum) graph's `present.*` fed back as the next
@@ -73,13 +73,13 @@ function steadyWindow(steps: StepRecord[], rows: number): SteadyWindow | undefin
   }
 }
 
-/** Bare ONNX Runtime in its own worker thread (bench/probe/raw-ort-worker.ts), as the runner runs its session. */
+/** Bare ONNX Runtime in its own worker thread (bench/rig/raw-ort-worker.ts), as the runner runs its session. */
 class RawOrt {
   private nextId = 1
   private constructor(private readonly worker: Worker) {}
 
   static async start(dir: ModelDir, ep: 'cpu' | 'cuda'): Promise<RawOrt> {
-    const entry = new URL('../probe/raw-ort-worker.ts', import.meta.url)
+    const entry = new URL('../rig/raw-ort-worker.ts', import.meta.url)
     const tsx = import.meta.resolve('tsx/esm/api')
     const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(entry.href)}) })`
     const worker = new Worker(boot, { eval: true, workerData: { onnxPath: dir.onnxPath, config: dir.config, executionProvider: ep } })

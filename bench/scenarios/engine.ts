@@ -1,5 +1,5 @@
 /**
- * Engine scenarios (issue 6) on the `small` preset: the first three in this process, through the
+ * Engine scenarios on the `small` preset: the first three in this process, through the
  * product's own Engine, scheduler, batching policies and ONNX Runtime worker runner
  * (engine-rig.ts), the fourth over HTTP against a GPU node process. One file each:
  *

@@ -1,13 +1,13 @@
 /**
- * Per-piece instruction counts (issue 18): one piece of the edge's request path alone in a loop,
+ * Per-piece instruction counts: one piece of the edge's request path alone in a loop,
  * in its own process under callgrind (bench/lib/callgrind.ts) on core 0, driven over IPC. Per
  * call = (count(2K) − count(K)) / K after a warm-up of 20K calls of the same loop, so start-up,
  * the warm-up and the fixed cost of a dump are outside the figure. Whole-edge batches vary by
  * ±5–10 %; these repeat within a few per cent, so a cut of one piece shows here.
- * - the body check (bench/probe/validate-cost.ts, "Lazy validation"): full (UTF-8 decode +
+ * - the body check (bench/rig/validate-cost.ts, "Lazy validation"): full (UTF-8 decode +
  *   JSON.parse + the dialect's zod parser), JSON only, the affinity key, the signature's digests,
  *   on the bench's 1 kB and 100 kB bodies;
- * - the upstream client (bench/probe/upstream-cost.ts): one 1 kB POST to the instant upstream and
+ * - the upstream client (bench/rig/upstream-cost.ts): one 1 kB POST to the instant upstream and
  *   its answer read whole, through the edge's node:http2 upstream, node:http2 bare, undici's
  *   HTTP/2 Agent it replaced, and undici's HTTP/1.1 Pool; the instant upstream's own work is in
  *   its process.
@@ -65,7 +65,7 @@ async function countLoops(ctx: BenchContext, name: string, probe: string, loops:
 /** The edge's body check and the other costs that grow with the body, per call (validate-cost.ts). */
 export function measureValidationCost(ctx: BenchContext): Promise<Record<string, number> | undefined> {
   const loops = ['1kb', '100kb'].flatMap((size) => ['full', 'json', 'affinity', 'sign'].map((mode) => ({ key: `${mode}_${size}`, message: { mode, size }, k: size === '1kb' ? 400 : 40 })))
-  return countLoops(ctx, 'validate-cost', 'bench/probe/validate-cost.ts', loops)
+  return countLoops(ctx, 'validate-cost', 'bench/rig/validate-cost.ts', loops)
 }
 
 export const UPSTREAM_CLIENTS = ['h2_upstream', 'node_h2', 'undici_h2', 'h1_upstream', 'undici_h1'] as const
@@ -73,5 +73,5 @@ export const UPSTREAM_CLIENTS = ['h2_upstream', 'node_h2', 'undici_h2', 'h1_upst
 /** One upstream request and its whole answer, per client (upstream-cost.ts), against `upstreamUrl`. */
 export function measureUpstreamCost(ctx: BenchContext, upstreamUrl: string): Promise<Record<string, number> | undefined> {
   const loops = UPSTREAM_CLIENTS.map((client) => ({ key: client, message: { client }, k: 200 }))
-  return countLoops(ctx, 'upstream-cost', 'bench/probe/upstream-cost.ts', loops, { UPSTREAM_URL: upstreamUrl })
+  return countLoops(ctx, 'upstream-cost', 'bench/rig/upstream-cost.ts', loops, { UPSTREAM_URL: upstreamUrl })
 }

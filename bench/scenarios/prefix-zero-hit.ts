@@ -1,5 +1,5 @@
 /**
- * The prefix cache's cost when it never helps (issue 16, `prefix.zero_hit_throughput_ratio`):
+ * The prefix cache's cost when it never helps (`prefix.zero_hit_throughput_ratio`):
  * tokens/s with the cache ÷ without, on prompts that share nothing.
  *
  * In process, two product engines built as the node builds them (parseNodeConfig's defaults,

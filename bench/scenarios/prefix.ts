@@ -1,5 +1,5 @@
 /**
- * Prefix caching (issue 16), on the engine model through a GPU node's HTTP API (OpenAI chat,
+ * Prefix caching, on the engine model through a GPU node's HTTP API (OpenAI chat,
  * streamed, greedy, ignore_eos), two nodes side by side: one with the prefix cache
  * (PREFIX_CACHE_MB default) and one without (PREFIX_CACHE_MB=0), used one at a time.
  *

@@ -1,5 +1,5 @@
 /**
- * Rate-limit check latency (issue 6): the edge's own limit store (edge/src/limits/
+ * Rate-limit check latency: the edge's own limit store (edge/src/limits/
  * upstash-limit-store.ts: @upstash/ratelimit over @upstash/redis, configured as the edge
  * configures it: no retries, no auto-pipelining) against the local Upstash bridge over a real
  * redis-server (infra/local/local-upstash.ts), one check at a time after a warm-up. The figure is

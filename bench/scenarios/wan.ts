@@ -1,5 +1,5 @@
 /**
- * WAN section (issue 18 item 5): what a request served one region away costs beyond its round
+ * WAN section: what a request served one region away costs beyond its round
  * trip. Three regions over infra/local/wan-relay.ts (this kernel has no netem): the Node edge and a
  * GPU node in us-east, a GPU node in eu-west (RTT 70 ms from the edge) and one in ap-south
  * (190 ms). The edge's GPU_NODES name each node by its relay's URL, and the local node sits behind

@@ -10,7 +10,8 @@
 import { Hono } from 'hono'
 import { DIALECTS, type DialectTable } from '../../shared/src/dialects/index.ts'
 import { webDigest } from '../../shared/src/digest.ts'
-import type { AppEnv, EdgeDeps } from './app-env.ts'
+import type { AppEnv } from './context.ts'
+import type { EdgeDeps } from './deps.ts'
 import { dashboardFile, dashboardPage } from './dashboard/dashboard-route.ts'
 import { latencyStats } from './dashboard/stats-route.ts'
 import { KeyCache } from './keys/key-cache.ts'
@@ -32,7 +33,6 @@ import { createAffinityMemory } from './routing/affinity-memory.ts'
 import { edgeColo } from './routing/client-location.ts'
 import { RecentDispatches } from './routing/recent-dispatches.ts'
 
-export type { EdgeDeps } from './app-env.ts'
 
 /** `dialects`: the generate routes and error shapes; tests add a dialect of their own to the real ones. */
 export function createApp(deps: EdgeDeps, dialects: DialectTable = DIALECTS): Hono<AppEnv> {
@@ -68,7 +68,7 @@ export function createApp(deps: EdgeDeps, dialects: DialectTable = DIALECTS): Ho
   app.get('/healthz', healthz(deps, keys))
   app.get('/v1/models', authenticate(config, keys, { allowAdmin: true, digest }), listModels(deps, now))
   app.get('/v1/regions', authenticate(config, keys, { allowAdmin: true, digest }), listRegions(deps, now))
-  app.get('/v1/stats/latency', authenticate(config, keys, { allowAdmin: true, digest }), latencyStats(deps, now))
+  app.get('/v1/stats/latency', authenticate(config, keys, { allowAdmin: true, digest }), latencyStats(deps.latencyReader, now))
   app.get('/dashboard', dashboardPage(deps.dashboardAssets))
   app.get('/dashboard/:file', dashboardFile(deps.dashboardAssets))
 

@@ -4,20 +4,8 @@
  * Errors list every bad variable by name, never its value (several are secrets).
  */
 import { z } from 'zod'
+import { configError, envFlag as flag, envFlagOn as flagOn, envInt as int, issueLines, pickKnown } from '../../shared/src/env-config.ts'
 
-/** Env flags are strings: only these spellings mean "on"; unset or "0"/"false" mean off. */
-const flag = z
-  .union([z.boolean(), z.enum(['1', 'true', '0', 'false', ''])])
-  .optional()
-  .transform((v) => v === true || v === '1' || v === 'true')
-
-/** A flag that is on unless set to "0"/"false". */
-const flagOn = z
-  .union([z.boolean(), z.enum(['1', 'true', '0', 'false', ''])])
-  .optional()
-  .transform((v) => v === undefined || v === '' || v === true || v === '1' || v === 'true')
-
-const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max)
 const lat = z.coerce.number().min(-90).max(90)
 const lon = z.coerce.number().min(-180).max(180)
 
@@ -129,7 +117,7 @@ export interface AffinityConfig {
 /** Parses Workers bindings or process.env; throws one Error naming every bad variable. */
 export function parseEdgeConfig(env: Record<string, unknown>): EdgeConfig {
   const parsed = EnvSchema.safeParse(pickKnown(env, Object.keys(EnvSchema.shape)))
-  if (!parsed.success) throw configError('edge', parsed.error)
+  if (!parsed.success) throw configError('edge', issueLines(parsed.error))
   const e = parsed.data
   return {
     upstash: { url: e.UPSTASH_REDIS_REST_URL, token: e.UPSTASH_REDIS_REST_TOKEN },
@@ -173,24 +161,8 @@ export interface NodeServerConfig {
 
 export function parseNodeServerConfig(env: Record<string, unknown>): NodeServerConfig {
   const parsed = ServerSchema.safeParse(pickKnown(env, Object.keys(ServerSchema.shape)))
-  if (!parsed.success) throw configError('edge (Node entry)', parsed.error)
+  if (!parsed.success) throw configError('edge (Node entry)', issueLines(parsed.error))
   const e = parsed.data
-  if (Boolean(e.TLS_CERT) !== Boolean(e.TLS_KEY)) throw new Error('invalid edge (Node entry) configuration:\n  TLS_CERT/TLS_KEY: set both or neither')
+  if (Boolean(e.TLS_CERT) !== Boolean(e.TLS_KEY)) throw configError('edge (Node entry)', ['TLS_CERT/TLS_KEY: set both or neither'])
   return { host: e.HOST, port: e.PORT, ...(e.TLS_CERT && e.TLS_KEY ? { tls: { certFile: e.TLS_CERT, keyFile: e.TLS_KEY } } : {}) }
-}
-
-/** Only known names; an empty string means unset, so `PORT=` in a .env file means "default". */
-function pickKnown(env: Record<string, unknown>, names: string[]): Record<string, unknown> {
-  const out: Record<string, unknown> = {}
-  for (const name of names) {
-    const v = env[name]
-    out[name] = typeof v === 'string' && v.trim() === '' ? undefined : v
-  }
-  return out
-}
-
-function configError(what: string, error: z.ZodError): Error {
-  // Issue messages describe the expected shape only: zod does not echo the input value here.
-  const lines = error.issues.map((i) => `${i.path.map(String).join('.')}: ${i.path.length === 0 ? 'invalid' : i.message}`)
-  return new Error(`invalid ${what} configuration:\n  ${lines.join('\n  ')}`)
 }

@@ -5,21 +5,9 @@
 import { DEFAULT_PREFIX_BLOCK_TOKENS } from './model/runner.ts'
 import { hostname } from 'node:os'
 import { z } from 'zod'
+import { configError, envFlag as flag, envFlagOn as flagDefaultOn, envInt as int, issueLines, pickKnown } from '../../shared/src/env-config.ts'
 import type { EngineLimits } from './engine/types.ts'
 
-/** Env flags are strings: only these spellings mean "on"; unset or "0"/"false" mean off. */
-const flag = z
-  .enum(['1', 'true', '0', 'false', ''])
-  .optional()
-  .transform((v) => v === '1' || v === 'true')
-
-/** A flag that is on unless set to "0" or "false". */
-const flagDefaultOn = z
-  .enum(['1', 'true', '0', 'false', ''])
-  .optional()
-  .transform((v) => v !== '0' && v !== 'false')
-
-const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max)
 const optionalString = z
   .string()
   .optional()
@@ -105,12 +93,9 @@ export interface NodeConfig {
 
 /** Parses the environment; throws one Error listing every bad variable (never their values). */
 export function parseNodeConfig(env: Record<string, string | undefined>): NodeConfig {
-  const raw = pickKnown(env)
+  const raw = pickKnown(env, Object.keys(EnvSchema.shape)) as Record<string, string | undefined>
   const parsed = EnvSchema.safeParse(raw)
-  const problems: string[] = []
-  if (!parsed.success) {
-    for (const issue of parsed.error.issues) problems.push(`${issue.path.join('.')}: ${issue.message}`)
-  }
+  const problems = parsed.success ? [] : issueLines(parsed.error)
   // Cross-variable rules look at presence only, so they are reported alongside type errors.
   const on = (v: string | undefined) => v === '1' || v === 'true'
   if (!raw.EDGE_SHARED_SECRET && !on(raw.ALLOW_UNSIGNED)) {
@@ -121,7 +106,7 @@ export function parseNodeConfig(env: Record<string, string | undefined>): NodeCo
   }
   if (Boolean(raw.TLS_CERT) !== Boolean(raw.TLS_KEY)) problems.push('TLS_CERT/TLS_KEY: set both or neither')
   const e = parsed.data
-  if (problems.length > 0 || !e) throw new Error(`invalid gpu-node configuration:\n  ${problems.join('\n  ')}`)
+  if (problems.length > 0 || !e) throw configError('gpu-node', problems)
 
   return {
     modelDir: e.MODEL_DIR,
@@ -145,19 +130,6 @@ export function parseNodeConfig(env: Record<string, string | undefined>): NodeCo
     keepAliveMs: e.KEEPALIVE_MS,
     drainGraceMs: e.DRAIN_GRACE_MS,
   }
-}
-
-/**
- * Only the names the schema knows, with empty strings treated as unset for defaulted values,
- * so `PORT=` in a .env file means "default" rather than "invalid".
- */
-function pickKnown(env: Record<string, string | undefined>): Record<string, string | undefined> {
-  const out: Record<string, string | undefined> = {}
-  for (const key of Object.keys(EnvSchema.shape)) {
-    const v = env[key]
-    out[key] = v === undefined || v.trim() === '' ? undefined : v
-  }
-  return out
 }
 
 /** The URL peers can dial for a server bound to `host`:`port` (a wildcard bind advertises loopback). */

@@ -30,7 +30,7 @@ export const DEFAULT_V8_FLAGS = ['--optimize-for-size'] as const
 export const MiniflareEdgeOptions = LocalEdgeOptions.extend({
   /** Folders whose changes trigger a rebuild (relative to the working directory). */
   watchDirs: z.array(z.string().min(1)).default(['edge/src', 'shared/src']),
-  /** workerd's V8 inspector (DevTools, CPU profiles: bench/probe/worker-profile.ts); off by default, as it costs every request. */
+  /** workerd's V8 inspector (attach DevTools for CPU profiles or heap snapshots); off by default, as it costs every request. */
   inspectorPort: z.coerce.number().int().min(1).max(65535).optional(),
   /**
    * V8 flags for workerd (workerd-v8-flags.ts). `--optimize-for-size` by default: without it

@@ -1,6 +1,6 @@
 /**
  * Concurrent token streams through the local stack's default Workers edge arrive as a stream,
- * not in bursts (issue 18). Under plain `wrangler dev` (DevTools inspector on) eight concurrent
+ * not in bursts. Under plain `wrangler dev` (DevTools inspector on) eight concurrent
  * 400-token streams each got a few frames, then nothing for 5–15 s, then the rest at once; the
  * same through the Node edge arrived smoothly (edge/README.md "wrangler dev and streams").
  *

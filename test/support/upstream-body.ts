@@ -5,7 +5,7 @@
  * comes whole, read as bytes or as a web stream.
  */
 import { expect } from 'vitest'
-import type { UpstreamResponse } from '../../edge/src/proxy/forward.ts'
+import type { UpstreamResponse } from '../../edge/src/proxy/upstream-fetch.ts'
 
 const PIECE = 16 * 1024
 /**

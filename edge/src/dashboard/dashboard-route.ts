@@ -9,7 +9,7 @@
  */
 import type { Context } from 'hono'
 import { ApiError } from '../../../shared/src/api-error.ts'
-import type { AppEnv } from '../app-env.ts'
+import type { AppEnv } from '../context.ts'
 import type { DashboardAsset, DashboardAssets } from './dashboard-assets.ts'
 
 export const DASHBOARD_CSP = [

@@ -5,14 +5,14 @@
  */
 import type { Context } from 'hono'
 import { ApiError } from '../../../shared/src/api-error.ts'
-import type { AppEnv, EdgeDeps } from '../app-env.ts'
+import type { AppEnv } from '../context.ts'
 import type { StatsScope } from '../latency/latency-keys.ts'
+import type { LatencyReader } from '../latency/redis-latency-store.ts'
 import { computeLatencyStats, statsRange } from './latency-stats.ts'
 import { LatencyStatsQuery } from './stats-query.ts'
 
-export function latencyStats(deps: EdgeDeps, now: () => number) {
+export function latencyStats(reader: LatencyReader | undefined, now: () => number) {
   return async (c: Context<AppEnv>): Promise<Response> => {
-    const reader = deps.latencyReader
     if (!reader) throw new ApiError('not_found', 'Latency statistics are not enabled on this edge.')
     const parsed = LatencyStatsQuery.safeParse(c.req.query())
     if (!parsed.success) {

@@ -9,7 +9,7 @@
  * (its listener's close handler): the client's connection closed before the response finished,
  * or the request stream errored or, over HTTP/2, was aborted.
  */
-import type { ClientSignal } from '../proxy/forward.ts'
+import type { ClientSignal } from '../proxy/upstream-fetch.ts'
 
 /** The slice of Node's HTTP/1.1 and HTTP/2 ServerResponse this reads. */
 export interface ClosingResponse {

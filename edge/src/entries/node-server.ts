@@ -18,12 +18,13 @@ import { Redis } from '@upstash/redis'
 import type { Pool } from 'undici'
 import { nodeDigest } from '../../../shared/src/node-digest.ts'
 import { ClientCloseSignal, type ClosingRequest, type ClosingResponse } from './client-signal.ts'
-import { createApp, type EdgeDeps } from '../app.ts'
+import { createApp } from '../app.ts'
+import type { EdgeDeps } from '../deps.ts'
 import { createBufferedLog } from '../latency/buffered-log.ts'
 import { DEFAULT_BATCHING } from '../latency/batching-recorder.ts'
 import type { EdgeConfig, NodeServerConfig } from '../config.ts'
 import { readDashboardAssets } from '../dashboard/file-assets.ts'
-import { createRedisBackedDeps, type RedisFactory } from '../redis/redis-deps.ts'
+import { composeEdgeDeps } from './compose-edge.ts'
 import { forwardedFacts, takeRelay } from '../proxy/forwarded-response.ts'
 import type { RelayOut } from '../proxy/pass-through.ts'
 import { isServing } from '../routing/pick-node.ts'
@@ -138,21 +139,20 @@ export async function startNodeEdge(config: EdgeConfig, server: NodeServerConfig
  * the requester never retries, never auto-pipelines, sends no telemetry, and bounds each call.
  */
 export function createNodeDeps(config: EdgeConfig, upstream: NodeUpstream, redisPool: Pool): EdgeDeps {
-  const redis: RedisFactory = (timeoutMs) =>
-    new Redis(new UndiciRedisRequester({ url: config.upstash.url, token: config.upstash.token, timeoutMs, pool: redisPool }))
-  return {
-    config,
-    // A long-lived process: latency samples are summed and written once a second, and
-    // concurrent requests share key lookups and exact rate-limit calls.
-    ...createRedisBackedDeps(config, redis, { latencyBatching: { ...DEFAULT_BATCHING, maxSamples: config.latencyBatchMaxSamples }, coalesce: true }),
+  // A long-lived process: latency samples are summed and written once a second, and
+  // concurrent requests share key lookups and exact rate-limit calls.
+  return composeEdgeDeps(config, {
+    redis: (timeoutMs) => new Redis(new UndiciRedisRequester({ url: config.upstash.url, token: config.upstash.token, timeoutMs, pool: redisPool })),
     upstream: upstream.fetch,
+    latencyBatching: { ...DEFAULT_BATCHING, maxSamples: config.latencyBatchMaxSamples },
+    coalesce: true,
     dashboardAssets: readDashboardAssets(),
     digest: nodeDigest,
     clientSignal: (c) => {
       const env = c.env as NodeBindings | undefined
       return env?.incoming && env.outgoing ? new ClientCloseSignal(env.outgoing, env.incoming) : c.req.raw.signal
     },
-  }
+  })
 }
 
 /** What @hono/node-server passes as the fetch handler's env (c.env): the Node request and response. */

@@ -6,15 +6,15 @@
  */
 import { Redis } from '@upstash/redis/cloudflare'
 import type { ExecutionContext, ExportedHandler, Response as WorkersResponse } from '@cloudflare/workers-types/index.ts'
-import { createApp, type EdgeDeps } from '../app.ts'
+import { createApp } from '../app.ts'
 import { parseEdgeConfig } from '../config.ts'
 import { BUNDLED_DASHBOARD_ASSETS } from '../dashboard/bundled-assets.ts'
+import type { EdgeDeps } from '../deps.ts'
 import { createAnalyticsEngineRecorder, type AnalyticsEngineDataset } from '../latency/analytics-engine-recorder.ts'
 import { DEFAULT_BATCHING } from '../latency/batching-recorder.ts'
-import { combineRecorders } from '../latency/latency-recorder.ts'
 import { discardBody } from '../middleware/body-limit.ts'
-import { withHeadersTimeout } from '../proxy/forward.ts'
-import { createRedisBackedDeps, redisClientOptions } from '../redis/redis-deps.ts'
+import { withHeadersTimeout } from '../proxy/upstream-fetch.ts'
+import { composeEdgeDeps, redisClientOptions } from './compose-edge.ts'
 
 /** Bindings: [vars] in wrangler.toml, secrets via `wrangler secret put`, `.dev.vars` locally. */
 export interface Env {
@@ -50,18 +50,17 @@ export interface Env {
 /** Workers bindings → dependencies; tests build apps with overridden bindings through this too. */
 export function createWorkerDeps(env: Env, overrides: Partial<EdgeDeps> = {}): EdgeDeps {
   const config = parseEdgeConfig(env as unknown as Record<string, unknown>)
-  // Latency samples are summed per isolate and written by the request that opened the batch
-  // (batching-recorder.ts, ownerWrites): one pipeline per second instead of one per request.
-  // No `coalesce`: that shares one request's Redis promise with others (redis-deps.ts).
-  const redis = createRedisBackedDeps(config, (timeoutMs) => new Redis(redisClientOptions(config, timeoutMs)), {
-    latencyBatching: { ...DEFAULT_BATCHING, maxSamples: config.latencyBatchMaxSamples, ownerWrites: true },
-  })
   return {
-    config,
-    ...redis,
-    upstream: withHeadersTimeout((url, init) => fetch(url, init)),
-    latency: combineRecorders(redis.latency, env.LATENCY ? createAnalyticsEngineRecorder(env.LATENCY) : undefined),
-    dashboardAssets: BUNDLED_DASHBOARD_ASSETS,
+    // Latency samples are summed per isolate and written by the request that opened the batch
+    // (batching-recorder.ts, ownerWrites): one pipeline per second instead of one per request.
+    // No `coalesce`: that shares one request's Redis promise with others (single-flight.ts).
+    ...composeEdgeDeps(config, {
+      redis: (timeoutMs) => new Redis(redisClientOptions(config, timeoutMs)),
+      upstream: withHeadersTimeout((url, init) => fetch(url, init)),
+      latencyBatching: { ...DEFAULT_BATCHING, maxSamples: config.latencyBatchMaxSamples, ownerWrites: true },
+      ...(env.LATENCY ? { alsoRecord: createAnalyticsEngineRecorder(env.LATENCY) } : {}),
+      dashboardAssets: BUNDLED_DASHBOARD_ASSETS,
+    }),
     ...overrides,
   }
 }

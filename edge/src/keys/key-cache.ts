@@ -7,7 +7,7 @@
  * KEY_LOOKUP_TIMEOUT_MS) for a key this isolate looked up less than STALE_IF_ERROR_MS after its
  * entry expired, the last answer stands in — a known key keeps working, and a bad key stays
  * refused, through a Redis outage. Without it every request that found its key's entry just
- * expired while Redis was slow was answered 503 (issue 17 item 7: a fuzz run through wrangler dev
+ * expired while Redis was slow was answered 503 (a fuzz run through wrangler dev
  * got 503s, after seconds, for bodies that were only ever going to be 400s). After a stale answer
  * the store is asked again only after STALE_RETRY_MS. A revocation can thus take up to
  * STALE_IF_ERROR_MS longer, only while the store is failing.
@@ -21,6 +21,7 @@
 import type { ApiKeyRecord } from '../../../shared/src/api-key.ts'
 import { startedWithin } from '../within.ts'
 import type { KeyStore } from './key-store.ts'
+import type { Background } from '../context.ts'
 
 export const POSITIVE_TTL_MS = 30_000
 export const NEGATIVE_TTL_MS = 5_000
@@ -64,7 +65,7 @@ export class KeyCache {
    * The cached record while its entry is fresh; undefined for a miss, an expired entry or a cached
    * "no such key" (ask `lookup`). Near its expiry it starts a refresh, handed to `background`.
    */
-  fresh(hashHex: string, background?: (work: Promise<unknown>) => void): ApiKeyRecord | undefined {
+  fresh(hashHex: string, background?: Background): ApiKeyRecord | undefined {
     const hit = this.entries.get(hashHex)
     const t = this.now()
     if (!hit || hit.expiresAtMs <= t) return undefined
@@ -72,7 +73,7 @@ export class KeyCache {
     return hit.record
   }
 
-  private refresh(hashHex: string, hit: Entry, t: number, background: ((work: Promise<unknown>) => void) | undefined): void {
+  private refresh(hashHex: string, hit: Entry, t: number, background: Background | undefined): void {
     hit.refreshSinceMs = t
     const work = this.store.lookup(hashHex).then(
       (record) => {

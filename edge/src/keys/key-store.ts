@@ -9,19 +9,6 @@ export interface KeyStore {
   lookup(hashHex: string): Promise<ApiKeyRecord | undefined>
 }
 
-/** Who is calling, after auth: never the key itself. */
-export interface Principal {
-  keyId: string
-  tenant: string
-  /** Effective limits (the deployment default already applied). */
-  rpm: number
-  tpm: number
-  /** Allowed model ids, or ['*']. */
-  models: string[]
-  /** Authenticated with ADMIN_TOKEN rather than an API key. */
-  admin: boolean
-}
-
 /** The one Redis command the key store needs; @upstash/redis satisfies it. */
 export interface KeyRedis {
   hgetall(key: string): Promise<Record<string, unknown> | null>

@@ -8,7 +8,7 @@
  * the way log shippers batch; `flush()` writes what is buffered now (close()), so a process that
  * is killed outright loses at most that much.
  */
-import type { LogLine } from '../app-env.ts'
+import type { LogLine } from '../context.ts'
 
 /** The longest a line waits for its write. */
 export const FLUSH_MS = 50

@@ -3,7 +3,7 @@
  * observe-request middleware builds it, recorders store it (Redis per-minute histograms,
  * Workers Analytics Engine). Optional: the app runs without a recorder.
  */
-import type { AffinityReason } from '../routing/affinity-route.ts'
+import type { AffinityReason } from '../context.ts'
 import type { RequestOutcome } from './outcome.ts'
 
 export interface LatencySample {

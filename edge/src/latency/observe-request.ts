@@ -11,8 +11,7 @@
  * prompt or a body.
  */
 import type { Context } from 'hono'
-import type { AppEnv, Around, Forwarded, LogLine } from '../app-env.ts'
-import type { BodyOutcome } from '../proxy/pass-through.ts'
+import type { AppEnv, Around, Forwarded, LogLine, BodyOutcome } from '../context.ts'
 import { LatencyBatchError } from './batching-recorder.ts'
 import type { LatencyRecorder, LatencySample } from './latency-recorder.ts'
 import { toOutcome } from './outcome.ts'

@@ -6,7 +6,8 @@ import { Redis } from '@upstash/redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startLocalUpstash, type LocalUpstash } from '../../../infra/local/local-upstash.ts'
 import { createLeasedLimitStore, DEFAULT_LEASE, PEAK_MEMORY_MS } from './leased-limit-store.ts'
-import type { Background, LimitDecision, LimitStore } from './rate-limiter.ts'
+import type { LimitStore } from './rate-limiter.ts'
+import type { Background, LimitDecision } from '../context.ts'
 import { createUpstashLimitStore } from './upstash-limit-store.ts'
 
 let up: LocalUpstash

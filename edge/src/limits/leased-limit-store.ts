@@ -38,7 +38,8 @@
  *   64 on a busy key thus costs one Redis call per limit instead of 64, which queued in Redis.
  */
 import { pollFor, startedWithin } from '../within.ts'
-import type { Background, LimitDecision, LimitStore } from './rate-limiter.ts'
+import type { LimitStore } from './rate-limiter.ts'
+import type { Background, LimitDecision } from '../context.ts'
 
 export interface LeaseOptions {
   /** Longest a leased unit may be spent after it was taken (ms). */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { withFailurePolicy, type LimitDecision, type LimitStore } from './rate-limiter.ts'
+import { withFailurePolicy, type LimitStore } from './rate-limiter.ts'
+import type { LimitDecision } from '../context.ts'
 
 const allow: LimitDecision = { success: true, limit: 10, remaining: 9, resetAtMs: 0 }
 

@@ -5,20 +5,7 @@
  * client library's multi-second retry loop), and counted.
  */
 import { TIMED_OUT, within } from '../within.ts'
-
-export interface LimitDecision {
-  success: boolean
-  limit: number
-  /** What is left after this call (0 when refused). */
-  remaining: number
-  /** Epoch ms when the budget next grows (the window ends / the bucket refills). */
-  resetAtMs: number
-  /** The store failed; `success` is RATE_LIMIT_FAILURE_MODE's answer. */
-  degraded?: boolean
-}
-
-/** Background work that should outlive the request that started it (Workers' waitUntil). */
-export type Background = (work: Promise<unknown>) => void
+import type { LimitDecision, Background } from '../context.ts'
 
 /** What a limit store does; refusals are decisions, failures are thrown. */
 export interface LimitStore {

@@ -14,7 +14,8 @@
  */
 import { Ratelimit } from '@upstash/ratelimit'
 import { carryingReads, type ReadAlongSource, type ScriptRedis } from '../redis/read-along.ts'
-import type { LimitDecision, LimitStore } from './rate-limiter.ts'
+import type { LimitStore } from './rate-limiter.ts'
+import type { LimitDecision } from '../context.ts'
 
 /** Ratelimit's redis parameter: any @upstash/redis client (Node or Cloudflare build). */
 export type UpstashRedis = ConstructorParameters<typeof Ratelimit>[0]['redis']

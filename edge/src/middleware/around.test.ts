@@ -1,8 +1,8 @@
 /** around.ts: the befores in order, the rest of the app, the afters in reverse, an error's answer included. */
 import { Hono } from 'hono'
 import { describe, expect, it } from 'vitest'
-import type { AppEnv } from '../app-env.ts'
-import { around, type Around } from './around.ts'
+import type { AppEnv, Around } from '../context.ts'
+import { around } from './around.ts'
 
 function recording(calls: string[]) {
   const part = (name: string, after = true): Around => ({

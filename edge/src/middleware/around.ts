@@ -11,9 +11,8 @@
  * pinned c64 p99 goes"). pipeline.ts does the same for the generate route's checks.
  */
 import type { MiddlewareHandler } from 'hono'
-import type { AppEnv, Around } from '../app-env.ts'
+import type { AppEnv, Around } from '../context.ts'
 
-export type { Around } from '../app-env.ts'
 
 export function around(...parts: Around[]): MiddlewareHandler<AppEnv> {
   const befores = parts.flatMap((p) => (p.before ? [p.before] : []))

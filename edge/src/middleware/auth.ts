@@ -16,10 +16,9 @@ import { hashApiKey, isWellFormedApiKey, type ApiKeyRecord } from '../../../shar
 import { ApiError } from '../../../shared/src/api-error.ts'
 import { andThen } from '../../../shared/src/maybe-promise.ts'
 import { webDigest, type Digest } from '../../../shared/src/digest.ts'
-import type { AppEnv } from '../app-env.ts'
+import type { AppEnv, Background, Principal } from '../context.ts'
 import type { EdgeConfig } from '../config.ts'
 import type { KeyCache } from '../keys/key-cache.ts'
-import type { Principal } from '../keys/key-store.ts'
 import type { Step } from './pipeline.ts'
 import { secretsEqual } from './secret-compare.ts'
 
@@ -80,7 +79,7 @@ function presentedKey(authorization: string | undefined, xApiKey: string | undef
 }
 
 /** The key's principal: at once when the digest is synchronous and the record cached (the common case), else after the store. */
-function principalForKey(key: string, config: EdgeConfig, keys: KeyCache, digest: Digest, background?: (work: Promise<unknown>) => void): Principal | Promise<Principal> {
+function principalForKey(key: string, config: EdgeConfig, keys: KeyCache, digest: Digest, background?: Background): Principal | Promise<Principal> {
   // Malformed keys cannot exist in the store: refused without a lookup (and without echoing them).
   if (!isWellFormedApiKey(key)) throw invalidKey()
   const hashed = hashApiKey(key, digest)

@@ -4,9 +4,9 @@
  * is kept alive for it; the Node entry passes its own (tracked so close() can await it). Rejections are swallowed here:
  * background work reports its own failures.
  */
-import type { Around } from '../app-env.ts'
+import type { Around, Background } from '../context.ts'
 
-export function backgroundWork(fallback?: (work: Promise<unknown>) => void): Around {
+export function backgroundWork(fallback?: Background): Around {
   return {
     before(c) {
       // An entry that passes its own (Node) never asks Hono: its executionCtx getter throws an

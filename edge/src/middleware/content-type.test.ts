@@ -1,5 +1,5 @@
 /**
- * Item 8 of issue 17: valid JSON declared as anything but JSON is refused 415 in the dialect's
+ * Valid JSON declared as anything but JSON is refused 415 in the dialect's
  * shape, naming the header to send, before auth (no key lookup, no rate-limit unit, no node).
  */
 import { describe, expect, it } from 'vitest'

@@ -9,7 +9,7 @@ import type { Context, ErrorHandler, NotFoundHandler } from 'hono'
 import { ApiError, toApiError } from '../../../shared/src/api-error.ts'
 import type { DialectTable } from '../../../shared/src/dialects/index.ts'
 import { renderError } from '../../../shared/src/error-body.ts'
-import type { AppEnv } from '../app-env.ts'
+import type { AppEnv } from '../context.ts'
 
 export function onError(dialects: DialectTable, log: (line: Record<string, unknown>) => void = defaultLog): ErrorHandler<AppEnv> {
   return (err, c) => {

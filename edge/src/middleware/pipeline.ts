@@ -10,7 +10,7 @@
  * and live memory per request are what the pinned latency targets measure (docs/PERFORMANCE.md).
  */
 import type { Context } from 'hono'
-import type { AppEnv } from '../app-env.ts'
+import type { AppEnv } from '../context.ts'
 
 /** One check of the request: void when decided at once, a promise when it waits. */
 export type Step = (c: Context<AppEnv>) => void | Promise<void>

@@ -1,5 +1,5 @@
 /**
- * Item 9 of issue 17: a 429 carries both limit families in the route's dialect — requests and
+ * A 429 carries both limit families in the route's dialect — requests and
  * tokens — whichever limit refused it. Through the app over the real limiter stack
  * (failure policy → leases → @upstash/ratelimit → the local Upstash bridge → redis-server);
  * the tokens figures on a requests/min 429 are read, never charged.

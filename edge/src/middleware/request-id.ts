@@ -7,7 +7,7 @@ import type { Context } from 'hono'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import { randomHex } from '../../../shared/src/random-pool.ts'
 import { continueTrace, formatTraceparent } from '../../../shared/src/trace-context.ts'
-import type { AppEnv, Around } from '../app-env.ts'
+import type { AppEnv, Around } from '../context.ts'
 
 /** A client id is kept only if it is short and plain: it ends up in logs, metrics and a signature. */
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/

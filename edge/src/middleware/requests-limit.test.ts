@@ -1,6 +1,6 @@
 /**
- * Item 7 of issue 17: a hostile body gets a prompt 4xx while the rate limiter's Redis hangs.
- * The app is wired as the entries wire it (createRedisBackedDeps, @upstash/redis clients with
+ * A hostile body gets a prompt 4xx while the rate limiter's Redis hangs.
+ * The app is wired as the entries wire it (composeEdgeDeps, @upstash/redis clients with
  * redisClientOptions) against a real Upstash bridge, behind a stand-in that holds every
  * rate-limit script call unanswered. Before the fix each of these bodies waited for the
  * requests/min decision — here RATE_LIMIT_TIMEOUT_MS, 10 s — before its 400.
@@ -13,7 +13,7 @@ import { startHeldUpstash, type HeldUpstash } from '../../test/support/held-upst
 import { createApp } from '../app.ts'
 import { POSITIVE_TTL_MS } from '../keys/key-cache.ts'
 import { parseEdgeConfig } from '../config.ts'
-import { createRedisBackedDeps, redisClientOptions } from '../redis/redis-deps.ts'
+import { composeEdgeDeps, redisClientOptions } from '../entries/compose-edge.ts'
 
 let up: LocalUpstash
 let slow: HeldUpstash
@@ -42,8 +42,8 @@ function app(upstashUrl = slow.url, now?: () => number) {
     RATE_LIMIT_TIMEOUT_MS: '10000',
     REQUEST_LOG: '0',
   })
-  const deps = createRedisBackedDeps(config, (timeoutMs) => new Redis(redisClientOptions(config, timeoutMs)))
-  const built = createApp({ config, ...deps, latency: undefined, upstream: async () => Response.json({ ok: true }), ...(now ? { now } : {}) })
+  const deps = composeEdgeDeps(config, { redis: (timeoutMs) => new Redis(redisClientOptions(config, timeoutMs)), upstream: async () => Response.json({ ok: true }) })
+  const built = createApp({ ...deps, latency: undefined, ...(now ? { now } : {}) })
   return {
     limiter: deps.limiter,
     get: (path: string) => built.request(path),

@@ -1,5 +1,5 @@
 /**
- * Step 3 of DESIGN.md §3, requests/minute, in two halves around the body (issue 17 item 7):
+ * Step 3 of DESIGN.md §3, requests/minute, in two halves around the body:
  *
  * - `startRequestsCheck` asks the limiter as soon as the caller is known and does not wait;
  * - the body is read and parsed meanwhile (validate.ts), so a body that fails validation is
@@ -15,8 +15,8 @@
  * parsing when the edge knows it is refused.
  */
 import type { Context } from 'hono'
-import type { AppEnv, RequestsCheck } from '../app-env.ts'
-import type { LimitDecision, RateLimiter } from '../limits/rate-limiter.ts'
+import type { AppEnv, RequestsCheck, LimitDecision } from '../context.ts'
+import type { RateLimiter } from '../limits/rate-limiter.ts'
 import type { Step } from './pipeline.ts'
 import { refusal } from './rate-limit.ts'
 

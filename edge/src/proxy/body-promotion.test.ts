@@ -1,8 +1,8 @@
 /**
  * A streamed answer's body objects must not keep the request alive through V8's young
  * collections. Object literals with a getter closure made per call did, in Node 20: every stream's
- * whole request graph was promoted to the old generation (~15 kB a request at c64,
- * bench/probe/promotion-probe.ts), and the young pauses tripled. The child process makes bodies
+ * whole request graph was promoted to the old generation (~15 kB a request at c64), and the
+ * young pauses tripled. The child process makes bodies
  * the way forward.ts does and counts, with V8's GCProfiler, what its young collections promoted;
  * the control makes the same graphs behind the old shape and shows the count can fail (the old
  * code itself, run through this child: 114 MB promoted for 30,000 bodies; the classes: ~6 kB).

@@ -8,7 +8,9 @@
 import { describe, expect, it } from 'vitest'
 import { getDialect } from '../../../shared/src/dialects/index.ts'
 import type { RankedNode } from '../routing/pick-node.ts'
-import { forward, type ForwardDeps, type UpstreamFetch, type UpstreamResponse } from './forward.ts'
+import { forward } from './forward.ts'
+import type { ForwardDeps } from './forward-request.ts'
+import type { UpstreamFetch, UpstreamResponse } from './upstream-fetch.ts'
 import { forwardedFacts, takeRelay } from './forwarded-response.ts'
 import type { ChunkSink, RelayOut } from './pass-through.ts'
 

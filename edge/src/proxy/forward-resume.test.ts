@@ -9,7 +9,9 @@ import { describe, expect, it } from 'vitest'
 import { getDialect } from '../../../shared/src/dialects/index.ts'
 import { RESUME_HEADERS, resumeIdLine } from '../../../shared/src/resume-wire.ts'
 import type { RankedNode } from '../routing/pick-node.ts'
-import { forward, type ForwardDeps, type UpstreamFetch } from './forward.ts'
+import { forward } from './forward.ts'
+import type { ForwardDeps } from './forward-request.ts'
+import type { UpstreamFetch } from './upstream-fetch.ts'
 
 const enc = new TextEncoder()
 const node = (id: string): RankedNode => ({ id, url: `http://${id}.invalid`, region: id, lat: 0, lon: 0, maxBatch: 8, running: 0, waiting: 0, kvUsedFrac: 0, tokPerSec: 0, draining: false, source: 'static', distanceKm: 0, rttMs: 0, queueWaitMs: 0, costMs: 0 })

@@ -8,7 +8,7 @@
  *
  * Per frame it does native indexOf calls and a 4-byte compare, never a JS loop over the bytes; the
  * id values are decoded only when a continuation asks for them (`delivered`, `flushed`): most
- * streams never fail. Measured with bench/probe/resume-relay-cost.ts (see the commit message).
+ * streams never fail.
  */
 import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
 import { parseResumeId } from '../../../shared/src/resume-wire.ts'

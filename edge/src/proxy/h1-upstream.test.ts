@@ -13,7 +13,7 @@ import type { AddressInfo, Socket } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { makeSelfSignedCert } from '../../../test/support/self-signed-cert.ts'
 import { expectHeldBackThenWhole, expectPatternedBody, freshSentLog, waitFor, writePatternedBody, type SentLog } from '../../../test/support/upstream-body.ts'
-import { UpstreamTimeout, type UpstreamResponse } from './forward.ts'
+import { UpstreamTimeout, type UpstreamResponse } from './upstream-fetch.ts'
 import { createH1Upstream } from './h1-upstream.ts'
 import type { EdgeUpstream } from './upstream-common.ts'
 

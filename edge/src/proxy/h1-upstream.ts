@@ -5,7 +5,7 @@
  *
  * Why not HTTP/2 here too: next door, a connection costs a fraction of a millisecond to open and
  * what matters is each request's CPU. Counted under callgrind per 1 kB request and its answer
- * (bench/probe/upstream-cost.ts, docs/PERFORMANCE.md *The edge's upstream*): undici's HTTP/1.1
+ * (bench/rig/upstream-cost.ts, docs/PERFORMANCE.md *The edge's upstream*): undici's HTTP/1.1
  * pool ~74–84 k instructions, node:http2 bare 244–286 k, about a sixth of the edge's whole
  * request. HTTP/2's gains — one warm connection carrying every stream, a cancel that resets one
  * stream instead of closing a connection — pay off across a WAN, where a new connection costs a
@@ -20,7 +20,7 @@
  * close when the node's keep-alive hint says so; `warm` opens one ahead of need.
  */
 import { Pool } from 'undici'
-import { UpstreamTimeout, type UpstreamFetch, type UpstreamHeaders, type UpstreamInit, type UpstreamResponse } from './forward.ts'
+import { UpstreamTimeout, type UpstreamFetch, type UpstreamHeaders, type UpstreamInit, type UpstreamResponse } from './upstream-fetch.ts'
 import { bytesOf, healthzWarmer, plainHeaders, reasonOf, splitHref, type EdgeUpstream, type UpstreamTls } from './upstream-common.ts'
 import { UpstreamAnswer } from './upstream-answer.ts'
 

@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { makeSelfSignedCert } from '../../../test/support/self-signed-cert.ts'
 import { expectHeldBackThenWhole, expectPatternedBody, freshSentLog, waitFor, writePatternedBody, type SentLog } from '../../../test/support/upstream-body.ts'
-import { UpstreamTimeout, type UpstreamResponse } from './forward.ts'
+import { UpstreamTimeout, type UpstreamResponse } from './upstream-fetch.ts'
 import { createH2Upstream } from './h2-upstream.ts'
 import type { EdgeUpstream } from './upstream-common.ts'
 

@@ -5,7 +5,7 @@
  *
  * Why node:http2 directly and not undici (which drives the same node:http2 underneath): undici's
  * request objects, queue and handler layers come on top. Counted under callgrind per 1 kB request
- * and its answer (bench/probe/upstream-cost.ts): ~262 k instructions through this module, 244–286 k
+ * and its answer (bench/rig/upstream-cost.ts): ~262 k instructions through this module, 244–286 k
  * through node:http2 bare, 270–430 k through undici's HTTP/2 Agent (docs/PERFORMANCE.md, *The
  * edge's upstream*).
  *
@@ -32,7 +32,7 @@
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2'
 import net from 'node:net'
 import tls from 'node:tls'
-import { UpstreamTimeout, type UpstreamHeaders, type UpstreamInit, type UpstreamResponse } from './forward.ts'
+import { UpstreamTimeout, type UpstreamHeaders, type UpstreamInit, type UpstreamResponse } from './upstream-fetch.ts'
 import { bytesOf, healthzWarmer, plainHeaders, reasonOf, splitHref, type EdgeUpstream, type UpstreamTls } from './upstream-common.ts'
 import { UpstreamAnswer } from './upstream-answer.ts'
 

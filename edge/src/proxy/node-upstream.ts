@@ -9,7 +9,7 @@
  * forward.ts names the node's region on every request (`UpstreamInit.nodeRegion`).
  */
 import type { EdgeConfig } from '../config.ts'
-import type { UpstreamFetch } from './forward.ts'
+import type { UpstreamFetch } from './upstream-fetch.ts'
 import { createH1Upstream } from './h1-upstream.ts'
 import { createH2Upstream } from './h2-upstream.ts'
 import type { EdgeUpstream, UpstreamTls } from './upstream-common.ts'

@@ -14,14 +14,7 @@
 import { ApiError } from '../../../shared/src/api-error.ts'
 import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
 import { renderStreamError } from '../../../shared/src/error-body.ts'
-
-export interface BodyOutcome {
-  kind: 'complete' | 'upstream_error' | 'client_gone'
-  /** Epoch ms of the first byte handed to the client. */
-  firstByteAtMs?: number
-  /** Continuations on other nodes after the stream's node failed (resumable-body.ts). */
-  resumes?: number
-}
+import type { BodyOutcome } from '../context.ts'
 
 export interface PassThroughOptions {
   /** Shapes the error event of a stream that breaks. */
@@ -230,7 +223,7 @@ export function passThrough(upstream: UpstreamBody, opts: PassThroughOptions): P
  * A relayed body's PipedBody. A class, not an object literal with a `get readable()`: a literal's
  * getter is a new closure per call, and V8 (Node 20) then kept every request's whole graph (the
  * closure's context reaches the upstream, the Node response, Hono's Context…) through two young
- * collections, promoting ~13 kB a request to the old generation (bench/probe/promotion-probe.ts).
+ * collections, promoting ~13 kB a request to the old generation (body-promotion.test.ts guards it).
  * The getter on the prototype is one function for all.
  */
 class RelayedBody implements PipedBody {

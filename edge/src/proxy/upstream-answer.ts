@@ -3,7 +3,8 @@
  * (h1-upstream.ts, h2-upstream.ts), which pause the socket or the HTTP/2 stream when `take` says
  * the consumer is full.
  */
-import { NULL_BODY_STATUSES, type UpstreamHeaders, type UpstreamResponse } from './forward.ts'
+import { NULL_BODY_STATUSES } from './forward-answer.ts'
+import type { UpstreamHeaders, UpstreamResponse } from './upstream-fetch.ts'
 import type { ChunkSink, PushedBody } from './pass-through.ts'
 import { concatBytes } from '../bytes.ts'
 

@@ -1,5 +1,5 @@
 /** What the Node entry's two upstreams (h1-upstream.ts, h2-upstream.ts) share: their shape and the request helpers. */
-import type { ClientSignal, UpstreamFetch, UpstreamResponse } from './forward.ts'
+import type { ClientSignal, UpstreamFetch, UpstreamResponse } from './upstream-fetch.ts'
 
 export interface EdgeUpstream {
   fetch: UpstreamFetch

@@ -10,7 +10,7 @@ import { parseEdgeConfig } from '../config.ts'
 import { createMemoryKeyStore } from '../../test/support/memory-key-store.ts'
 import type { LatencySample } from '../latency/latency-recorder.ts'
 import type { RateLimiter } from '../limits/rate-limiter.ts'
-import type { UpstreamFetch } from '../proxy/forward.ts'
+import type { UpstreamFetch } from '../proxy/upstream-fetch.ts'
 import type { RoutableNode } from './../routing/pick-node.ts'
 
 const KEY = 'zl-0123456789abcdefghijklmnopqrstuv'

@@ -1,6 +1,7 @@
 /** The read-only routes: /healthz (no auth), /v1/models and /v1/regions (a key, or ADMIN_TOKEN). */
 import type { Context } from 'hono'
-import type { AppEnv, EdgeDeps } from '../app-env.ts'
+import type { AppEnv } from '../context.ts'
+import type { EdgeDeps } from '../deps.ts'
 import { knownModels } from '../middleware/validate.ts'
 import { resumeCounter } from '../proxy/resume-counter.ts'
 import { FRESH_MS } from '../routing/pick-node.ts'

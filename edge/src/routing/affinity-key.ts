@@ -19,6 +19,7 @@
  */
 import type { GenerateRequest } from '../../../shared/src/generation.ts'
 import { KeyHash } from './key-hash.ts'
+import type { AffinityKey } from '../context.ts'
 
 export const CONTEXT_ID_HEADER = 'x-zl-context-id'
 
@@ -44,15 +45,6 @@ const MAX_CONTEXT_ID_CHARS = 512
 
 /** Changes whenever the derivation does, so keys made by an older edge never alias new ones. */
 const KEY_VERSION = 'zl-aff-2'
-
-export interface AffinityKey {
-  /** 16 hex digits; the Redis key is `zl:aff:<hash>`. */
-  hash: string
-  /** The key's point on a region's hash ring (hash-ring.ts). */
-  point: number
-  /** What it was derived from (a log/metric label; never the text itself). */
-  source: 'context-id' | 'prefix'
-}
 
 export function affinityKeyOf(gen: GenerateRequest, tenant: string, contextIdHeader?: string | null): AffinityKey {
   const h = new KeyHash().field(KEY_VERSION).field(tenant).field(gen.model)

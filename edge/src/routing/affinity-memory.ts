@@ -16,7 +16,7 @@
  * Values are routing hints: a lost write or a stale read costs a cache miss, never a wrong answer.
  */
 import { z } from 'zod'
-import type { Background } from '../limits/rate-limiter.ts'
+import type { Background } from '../context.ts'
 import type { Placement } from './affinity-route.ts'
 
 export const AFFINITY_KEY_PREFIX = 'zl:aff:'

@@ -31,19 +31,7 @@
 import { loadBound } from './bounded-load.ts'
 import { ringOrder } from './hash-ring.ts'
 import { DEFAULT_PREFILL_TOK_PER_SEC, type RankedNode } from './pick-node.ts'
-
-/**
- * How the request was placed, as the `x-zl-affinity` header and the latency record say:
- * - `hit`: on the node that should hold the key's prefix — where it was last served, or (a key
- *   seen nowhere yet) its ring home in the best region;
- * - `spread`: that node was over the load bound, or a new key's ring home was busier than
- *   another node, so the least-loaded node took it;
- * - `moved`: the key was last served elsewhere and that no longer pays (the extra RTT exceeds the
- *   prefill saved) or is no longer possible (node drained, stale, down or gone), or the chosen
- *   node failed and another answered;
- * - `none`: no affinity (AFFINITY=off).
- */
-export type AffinityReason = 'hit' | 'spread' | 'moved' | 'none'
+import type { AffinityReason } from '../context.ts'
 
 /** Where a key was last served. */
 export interface Placement {

@@ -62,7 +62,7 @@ export class KeyHash {
     let h2 = this.h2
     // Copied into locals: read inside the loop, a module constant was a context load (and a
     // boxed number) per code unit; the affinity key over a 1 kB body took 51.3 k instructions,
-    // now 33.0 k (bench/probe/validate-cost.ts, affinity mode).
+    // now 33.0 k (bench/rig/validate-cost.ts, affinity mode).
     const m1 = MUL_1
     const m2 = MUL_2
     for (let i = from; i < to; i++) {

@@ -15,6 +15,7 @@ import { NodeRow, NODES_KEY } from '../../../shared/src/node-row.ts'
 import type { StaticNode } from '../config.ts'
 import { pollFor, TIMED_OUT, within } from '../within.ts'
 import { FRESH_MS, type RoutableNode } from './pick-node.ts'
+import type { Background } from '../context.ts'
 
 export { NODES_KEY }
 export const TABLE_CACHE_MS = 1000
@@ -37,7 +38,7 @@ export interface NodeTable {
 
 export interface NodeRegistry {
   /** The current table (nodes annotated with downUntilMs); starts a background refresh when older than 1 s. */
-  table(waitUntil?: (work: Promise<unknown>) => void): Promise<NodeTable>
+  table(waitUntil?: Background): Promise<NodeTable>
   /**
    * After a failed attempt: skip this node in this isolate for MARK_DOWN_MS. A node that answered
    * overloaded (`busyForMs`: its retry hint) is healthy, only full: it is skipped for that long (at

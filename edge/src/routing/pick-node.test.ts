@@ -90,7 +90,7 @@ describe('estimates', () => {
   })
 })
 
-describe('failover (issue 18: us-east down, RTT us-east↔eu-west 70 ms, ↔ap-south 190 ms)', () => {
+describe('failover (us-east down, RTT us-east↔eu-west 70 ms, ↔ap-south 190 ms)', () => {
   const down = node('us-east', US_EAST, { downUntilMs: NOW + 10_000 })
   const farIdle = node('ap-south', AP_SOUTH, { tokPerSec: 0 })
 

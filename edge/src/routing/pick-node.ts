@@ -160,7 +160,7 @@ type AllFields<T> = { [K in keyof Required<T>]: T[K] }
  *   while load keeps arriving, and the next row says so).
  * Dividing every waiting request by the generated tokens/s instead, as this did, priced a burst
  * that had just moved onto a neighbour region at seconds (during a burst's prefill a node
- * generates almost nothing) and sent a region's failover traffic one region further (issue 18).
+ * generates almost nothing) and sent a region's failover traffic one region further.
  * A node without maxBatch (a static GPU_NODES entry) counts every waiting request as blocked.
  */
 export function estimateQueueWaitMs(node: Pick<RoutableNode, 'waiting' | 'running' | 'maxBatch' | 'tokPerSec' | 'prefillTokPerSec'>, ageMs = 0): number {

@@ -17,10 +17,10 @@ import { NODES_KEY } from '../../../shared/src/node-row.ts'
 import { createApp } from '../../src/app.ts'
 import { parseEdgeConfig } from '../../src/config.ts'
 import type { LatencySample } from '../../src/latency/latency-recorder.ts'
-import { createRedisBackedDeps } from '../../src/redis/redis-deps.ts'
+import { composeEdgeDeps } from '../../src/entries/compose-edge.ts'
 import { createUpstashPool, UndiciRedisRequester } from '../../src/redis/undici-redis-requester.ts'
 import { affinityKeyOf } from '../../src/routing/affinity-key.ts'
-import { withHeadersTimeout } from '../../src/proxy/forward.ts'
+import { withHeadersTimeout } from '../../src/proxy/upstream-fetch.ts'
 import { affinityRedisKey } from '../../src/routing/affinity-memory.ts'
 import { ringOrder } from '../../src/routing/hash-ring.ts'
 import { startStandIn, type Mode, type Received, type StandIn } from '../support/stand-in-node.ts'
@@ -89,12 +89,14 @@ function edge(env: Record<string, string> = {}) {
   }
   const samples: LatencySample[] = []
   const background: Array<Promise<unknown>> = []
-  const deps = createRedisBackedDeps(config, (timeoutMs) => new Redis(new Recording({ url: config.upstash.url, token: config.upstash.token, timeoutMs, pool })), { coalesce: true })
-  const app = createApp({
-    ...deps,
-    config,
+  const deps = composeEdgeDeps(config, {
+    redis: (timeoutMs) => new Redis(new Recording({ url: config.upstash.url, token: config.upstash.token, timeoutMs, pool })),
     // fetch under the headers timeout, as the Workers entry reaches nodes.
     upstream: withHeadersTimeout((url, init) => fetch(url, init)),
+    coalesce: true,
+  })
+  const app = createApp({
+    ...deps,
     latency: { record: async (s) => void samples.push(s) },
     waitUntil: (w) => void background.push(w),
   })

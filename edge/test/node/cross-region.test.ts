@@ -1,5 +1,5 @@
 /**
- * A request the Node edge serves one region away costs its round trip and no more (issue 18).
+ * A request the Node edge serves one region away costs its round trip and no more.
  * Two nodes (the real node server, gpu-node/src/server, with a scripted engine) — us-east beside
  * the edge, eu-west behind infra/local/wan-relay.ts at RTT 80 ms (us-east behind an RTT-0 relay, so
  * both paths have the same hops); the client's location picks the region. Proven here:
@@ -19,7 +19,7 @@ import { TEST_MODEL_ID } from '../../../gpu-node/test/support/scripted-engine.ts
 import { apiKeyRedisKey, generateApiKey, hashApiKey, toApiKeyFields } from '../../../shared/src/api-key.ts'
 import { parseEdgeConfig, type EdgeConfig } from '../../src/config.ts'
 import { startNodeEdge, type NodeEdge } from '../../src/entries/node-server.ts'
-import type { UpstreamFetch } from '../../src/proxy/forward.ts'
+import type { UpstreamFetch } from '../../src/proxy/upstream-fetch.ts'
 import { createH2Upstream } from '../../src/proxy/h2-upstream.ts'
 import type { EdgeUpstream } from '../../src/proxy/upstream-common.ts'
 import { timedChat } from './timed-chat.ts'

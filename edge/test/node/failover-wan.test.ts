@@ -1,5 +1,5 @@
 /**
- * Failover picks the next-nearest region (issue 18): us-east's node is dead, eu-west sits 70 ms
+ * Failover picks the next-nearest region: us-east's node is dead, eu-west sits 70 ms
  * away and ap-south 190 ms away, each behind infra/local/wan-relay.ts, and every us-east request
  * of 5 bursts of 9 must go to eu-west. Three real node servers (gpu-node/src/server with a
  * scripted engine) behind the relays, the Node edge in us-east; this test writes the nodes'

@@ -75,7 +75,7 @@ export class StepMetrics {
     this.meter.add(this.now(), result.decoded.tokens.length + result.joined.tokens.length)
     if (plan.decode || plan.prefill.length > 0) {
       const prefillTokens = plan.prefill.reduce((n, p) => n + p.tokens.length, 0)
-      // The edge weighs a cached prefix's worth in time by this (issue 16's cross-region rule).
+      // The edge weighs a cached prefix's worth in time by this (its cross-region rule).
       // Chunks of a few tokens say more about overhead than speed: only chunks of 16 or more count.
       if (prefillTokens >= 16 && result.prefillMs > 0) {
         const rate = (prefillTokens * 1000) / result.prefillMs

@@ -1,5 +1,5 @@
 /**
- * Bench-only preload (`node --import ./bench/probe/cpu-profile.ts …`): V8's sampling CPU profiler
+ * Bench-only preload (`node --import ./bench/rig/cpu-profile.ts …`): V8's sampling CPU profiler
  * over a window the benchmark chooses, so a profile holds steady-state requests only (no start-up,
  * no warm-up, no tier-up). The first SIGUSR2 starts the profiler, the second stops it and writes
  * the profile (Chrome .cpuprofile JSON) to BENCH_CPU_PROFILE_OUT, then prints

@@ -1,6 +1,6 @@
 /**
- * Bench-only: the edge's body check alone, for instruction counts under callgrind (issue 18,
- * "Lazy validation"). Takes commands over the IPC channel: `{ mode, size, count }` runs `count`
+ * Bench-only: the edge's body check alone, for instruction counts under callgrind
+ * (docs/PERFORMANCE.md, the edge's piece costs). Takes commands over the IPC channel: `{ mode, size, count }` runs `count`
  * times, over the bench's OpenAI chat body of that size (`1kb` | `100kb`), either
  * `full` (UTF-8 decode + JSON.parse + the dialect's zod parser: what parseGenerate does) or
  * `json` (decode + JSON.parse only), or `affinity` (the edge's affinity key over the already

@@ -1,5 +1,5 @@
 /**
- * Bench-only preload for the GPU node process (`node --import tsx --import ./bench/probe/event-loop-delay.ts
+ * Bench-only preload for the GPU node process (`node --import tsx --import ./bench/rig/event-loop-delay.ts
  * gpu-node/src/main.ts`): a `perf_hooks.monitorEventLoopDelay` histogram on the node's main
  * thread — the thread that serves sockets — read and reset over the IPC channel the benchmark
  * opens. No product code is involved: the preload runs in the same thread before main.ts.

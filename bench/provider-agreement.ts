@@ -3,16 +3,16 @@
  * greedy batch (ragged prompts, so padding is exercised; EOS banned, so every row runs to the
  * end) through the engine's own runner on each provider, then prints per-row agreement and the
  * median decode step time of each. A GPU node's operator runs it once per new build or driver:
- *   EXECUTION_PROVIDER=cuda npx tsx bench/probe/provider-agreement.ts --model models/small
+ *   EXECUTION_PROVIDER=cuda npx tsx bench/provider-agreement.ts --model models/small
  * It reports rather than asserts: providers sum floats in different orders (and CUDA may use
  * TF32), so a greedy near-tie can flip a token and every later one with it. Exit code 1 only when
  * a provider fails to run at all.
  */
 import { parseArgs } from 'node:util'
 import { performance } from 'node:perf_hooks'
-import { GREEDY } from '../../gpu-node/src/engine/types.ts'
-import { readModelDir, type ModelDir } from '../../gpu-node/src/model/model-dir.ts'
-import { OnnxRunner } from '../../gpu-node/src/model/onnx-runner.ts'
+import { GREEDY } from '../gpu-node/src/engine/types.ts'
+import { readModelDir, type ModelDir } from '../gpu-node/src/model/model-dir.ts'
+import { OnnxRunner } from '../gpu-node/src/model/onnx-runner.ts'
 
 type Provider = 'cpu' | 'cuda'
 

@@ -1,21 +1,27 @@
 /**
- * What both entries build from Redis: key store, rate limiter with its failure policy, node
- * registry, latency recorder and reader, and the affinity memory whose reads ride on the
- * limiter's tokens/min calls (read-along.ts). Only the REST client class differs (Workers vs Node),
- * so each entry passes a factory; everything else is wired once, here.
+ * The edge's composition root: config and one runtime's clients → EdgeDeps, for both entries.
+ * Everything Redis-backed is wired here once — key store, rate limiter with its failure policy,
+ * node registry, latency recorder and reader, and the affinity memory whose reads ride on the
+ * limiter's tokens/min calls (read-along.ts). What differs by runtime comes in as EdgeRuntime:
+ * the REST client class (Workers vs Node), how nodes are reached, and the runtime's own
+ * digest, client signal and dashboard assets.
  */
-import type { EdgeDeps } from '../app-env.ts'
+import type { Digest } from '../../../shared/src/digest.ts'
 import type { EdgeConfig } from '../config.ts'
+import type { DashboardAssets } from '../dashboard/dashboard-assets.ts'
+import type { EdgeDeps } from '../deps.ts'
 import { createRedisKeyStore, type KeyRedis, type KeyStore } from '../keys/key-store.ts'
 import { createBatchingLatencyRecorder, type BatchingOptions } from '../latency/batching-recorder.ts'
+import { combineRecorders, type LatencyRecorder } from '../latency/latency-recorder.ts'
 import { createRedisLatencyReader, createRedisLatencyRecorder, LATENCY_READ_TIMEOUT_MS, LATENCY_WRITE_TIMEOUT_MS, type LatencyRedis } from '../latency/redis-latency-store.ts'
 import { withFailurePolicy } from '../limits/rate-limiter.ts'
 import { createLeasedLimitStore, DEFAULT_LEASE } from '../limits/leased-limit-store.ts'
 import { createUpstashLimitStore, type UpstashRedis } from '../limits/upstash-limit-store.ts'
+import type { UpstreamFetch } from '../proxy/upstream-fetch.ts'
+import { createReadAlong, type ScriptRedis } from '../redis/read-along.ts'
+import { singleFlight } from '../redis/single-flight.ts'
 import { createAffinityMemory, type AffinityRedis } from '../routing/affinity-memory.ts'
 import { createNodeRegistry, REGISTRY_TIMEOUT_MS, type RegistryRedis } from '../routing/node-registry.ts'
-import { createReadAlong, type ScriptRedis } from './read-along.ts'
-import { singleFlight } from './single-flight.ts'
 
 /** Longest a key lookup may take before the request is answered 503 (a cached key needs none). */
 export const KEY_LOOKUP_TIMEOUT_MS = 1000
@@ -24,6 +30,26 @@ export const AFFINITY_WRITE_TIMEOUT_MS = 2000
 
 /** A REST client bounded by `timeoutMs` per command. */
 export type RedisFactory = (timeoutMs: number) => KeyRedis & UpstashRedis & ScriptRedis & RegistryRedis & LatencyRedis & AffinityRedis
+
+/** What one runtime brings to the edge. */
+export interface EdgeRuntime {
+  redis: RedisFactory
+  /** How GPU nodes are reached (fetch on Workers; undici pools and HTTP/2 sessions on Node). */
+  upstream: UpstreamFetch
+  /** Sum latency samples in memory and write them per batch (Workers: with `ownerWrites`). */
+  latencyBatching?: BatchingOptions
+  /**
+   * Concurrent requests share Redis calls: one key lookup per API key at a time, one exact
+   * rate-limit call per key at a time, one node-table load (a long-lived process only; see
+   * single-flight.ts).
+   */
+  coalesce?: boolean
+  /** Also gets every latency sample (Workers Analytics Engine). */
+  alsoRecord?: LatencyRecorder
+  dashboardAssets?: DashboardAssets
+  digest?: Digest
+  clientSignal?: EdgeDeps['clientSignal']
+}
 
 /**
  * Options for every @upstash/redis client of the edge: no retries (the failure policy decides
@@ -42,32 +68,29 @@ export function redisClientOptions(config: EdgeConfig, timeoutMs: number) {
   }
 }
 
-export interface RedisDepsOptions {
-  /** Sum latency samples in memory and write them per batch (Workers: with `ownerWrites`). */
-  latencyBatching?: BatchingOptions
-  /**
-   * Concurrent requests share Redis calls: one key lookup per API key at a time, one exact
-   * rate-limit call per key at a time, one node-table load (a long-lived process only; see
-   * single-flight.ts).
-   */
-  coalesce?: boolean
-}
-
-export function createRedisBackedDeps(config: EdgeConfig, redis: RedisFactory, options: RedisDepsOptions = {}): Pick<EdgeDeps, 'keys' | 'limiter' | 'registry' | 'latency' | 'latencyReader' | 'affinity'> {
+export function composeEdgeDeps(config: EdgeConfig, runtime: EdgeRuntime): EdgeDeps {
+  const { redis, coalesce } = runtime
   const latencyRedis = redis(LATENCY_WRITE_TIMEOUT_MS)
   const memory = createAffinityMemory({ ttlMs: config.affinity.ttlMs, ...(config.affinity.enabled ? { redis: redis(AFFINITY_WRITE_TIMEOUT_MS) } : {}) })
   const readAlong = createReadAlong((key, value) => memory.learn(key, value))
   const limitStore = createUpstashLimitStore(redis(config.rateLimitTimeoutMs), config.affinity.enabled ? { readAlong } : {})
+  const keys = createRedisKeyStore(redis(KEY_LOOKUP_TIMEOUT_MS))
+  const latency = runtime.latencyBatching ? createBatchingLatencyRecorder(latencyRedis, runtime.latencyBatching) : createRedisLatencyRecorder(latencyRedis)
   return {
-    keys: options.coalesce ? coalescedLookups(createRedisKeyStore(redis(KEY_LOOKUP_TIMEOUT_MS))) : createRedisKeyStore(redis(KEY_LOOKUP_TIMEOUT_MS)),
-    limiter: withFailurePolicy(createLeasedLimitStore(limitStore, { ...DEFAULT_LEASE, coalesce: options.coalesce }), {
+    config,
+    keys: coalesce ? coalescedLookups(keys) : keys,
+    limiter: withFailurePolicy(createLeasedLimitStore(limitStore, { ...DEFAULT_LEASE, coalesce }), {
       mode: config.rateLimitFailureMode,
       timeoutMs: config.rateLimitTimeoutMs,
     }),
-    registry: createNodeRegistry({ redis: redis(REGISTRY_TIMEOUT_MS), fallback: config.gpuNodes, coalesce: options.coalesce }),
-    latency: options.latencyBatching ? createBatchingLatencyRecorder(latencyRedis, options.latencyBatching) : createRedisLatencyRecorder(latencyRedis),
+    registry: createNodeRegistry({ redis: redis(REGISTRY_TIMEOUT_MS), fallback: config.gpuNodes, coalesce }),
+    upstream: runtime.upstream,
+    latency: combineRecorders(latency, runtime.alsoRecord),
     latencyReader: createRedisLatencyReader(redis(LATENCY_READ_TIMEOUT_MS)),
     affinity: { memory, readAlong },
+    ...(runtime.dashboardAssets ? { dashboardAssets: runtime.dashboardAssets } : {}),
+    ...(runtime.digest ? { digest: runtime.digest } : {}),
+    ...(runtime.clientSignal ? { clientSignal: runtime.clientSignal } : {}),
   }
 }
 
