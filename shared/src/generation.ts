@@ -80,6 +80,12 @@ export interface ChatMessage {
 }
 
 /** A dialect body after validation: what the node turns into tokens and an EngineRequest. */
+/**
+ * What the generated text must match, enforced token by token on the node (structured output):
+ * a JSON Schema (serialized), or any JSON object.
+ */
+export type OutputConstraint = { kind: 'json_schema'; schema: string } | { kind: 'json_object' }
+
 export interface GenerateRequest {
   /** The codec's name (a registered test dialect's too, so not only the served `Dialect`s of dialects/index.ts). */
   dialect: string

@@ -154,6 +154,7 @@ export class Scheduler {
     const part: PrefillPart = { seqId: seq.seqId, tokens, last: seq.prefilled + tokens.length === seq.tokens.length }
     if (seq.prefilled === seq.reused) {
       part.start = { sampling: seq.req.sampling, promptLen: seq.promptLen, banEos: seq.req.ignoreEos === true, tokens: seq.tokens.slice() }
+      if (seq.req.constraint) part.start.constraint = seq.req.constraint
       if (seq.reused > 0) part.start.prefix = seq.blocks.map((b) => b.slot)
     }
     return part

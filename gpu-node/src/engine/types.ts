@@ -4,7 +4,7 @@
  * server and into EngineRequest by the engine.
  */
 
-import type { FinishReason, SamplingParams, Usage } from '../../../shared/src/generation.ts'
+import type { FinishReason, OutputConstraint, SamplingParams, Usage } from '../../../shared/src/generation.ts'
 import type { PrefixCacheStats } from './prefix-cache.ts'
 
 export type { FinishReason, SamplingParams, Usage }
@@ -48,6 +48,8 @@ export interface EngineRequest {
   deadlineMs?: number
   /** Skip EOS (for benchmarks that need a fixed number of tokens). */
   ignoreEos?: boolean
+  /** What the output must match (structured output): each token is chosen among those the grammar allows. */
+  constraint?: OutputConstraint
   /** Prefix-cache salt: requests reuse each other's cached blocks only when their salts are equal (the tenant). */
   cacheSalt?: string
   /**

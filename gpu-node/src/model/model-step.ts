@@ -7,6 +7,8 @@ import { DEFAULT_PREFIX_BLOCK_TOKENS, type PrefillPart, type StepPlan, type Step
 import { SlotKvCache } from './slot-kv-cache.ts'
 import { floatsOf } from './tensor-dtype.ts'
 import type { KvBlock } from './kv-block.ts'
+import type { GrammarConstraint } from '../structured/grammar-constraint.ts'
+import type { Grammars } from '../structured/grammars.ts'
 
 /**
  * Executes StepPlans against an ONNX Runtime session: the batch cache, the prefill caches and
@@ -17,6 +19,9 @@ export class ModelStep {
   /** Sequences between their first and last prefill chunk, each with its own B=1 cache. */
   private readonly prefilling = new Map<number, PrefillCache>()
   private readonly samplers = new Map<number, SequenceSampler>()
+  /** Constrained sequences' grammar states (structured output). */
+  private readonly constraints = new Map<number, GrammarConstraint>()
+  private readonly grammars: Grammars | undefined
   private readonly kvBudgetBytes: number
   /** The prefix cache's blocks by slot (the engine's prefix-cache.ts decides which). */
   private readonly blocks = new Map<number, KvBlock>()
@@ -33,8 +38,11 @@ export class ModelStep {
       kvBudgetBytes?: number
       /** Tokens per prefix-cache block (the engine's PREFIX_BLOCK_TOKENS). */
       prefixBlockTokens?: number
+      /** The model's grammars (structured output); without them a constrained sequence is refused. */
+      grammars?: Grammars
     } = {},
   ) {
+    this.grammars = opts.grammars
     this.kvBudgetBytes = opts.kvBudgetBytes ?? Infinity
     this.prefixBlockTokens = opts.prefixBlockTokens ?? DEFAULT_PREFIX_BLOCK_TOKENS
     this.batch = this.bounded(opts.batch ?? (io.kvCache === 'slots' ? new SlotKvCache(io) : new BatchKvCache(io)))
@@ -48,6 +56,8 @@ export class ModelStep {
     for (const id of released) {
       this.prefilling.delete(id)
       this.samplers.delete(id)
+      this.constraints.get(id)?.dispose()
+      this.constraints.delete(id)
     }
     this.batch.relayout(released)
     const result: StepResult = { decoded: { seqIds: [], tokens: [] }, joined: { seqIds: [], tokens: [] }, kvRows: 0, kvTokens: 0, decodeMs: 0, prefillMs: 0 }
@@ -75,17 +85,30 @@ export class ModelStep {
     const outputs = await this.session.run(this.batch.decodeFeeds())
     this.batch.acceptDecode(outputs)
     const seqIds = this.batch.seqIds.slice()
-    const tokens = seqIds.map((id, r) => {
-      const token = this.samplerOf(id).sample(this.lastLogits(outputs, r))
-      this.batch.nextTokens[r] = token
-      return token
-    })
+    const tokens =
+      this.constraints.size === 0
+        ? seqIds.map((id, r) => this.samplerOf(id).sample(this.lastLogits(outputs, r)))
+        : await Promise.all(seqIds.map((id, r) => this.pick(id, this.lastLogits(outputs, r))))
+    tokens.forEach((token, r) => (this.batch.nextTokens[r] = token))
     return { seqIds, tokens }
+  }
+
+  /**
+   * A row's next token: within its grammar when it has one (the forbidden tokens' logits set to
+   * -Infinity, then sampled as any row), and the grammar advanced by it.
+   */
+  private async pick(seqId: number, logits: Float32Array): Promise<number> {
+    const constraint = this.constraints.get(seqId)
+    if (!constraint) return this.samplerOf(seqId).sample(logits)
+    await constraint.mask(logits)
+    const token = this.samplerOf(seqId).sample(logits)
+    if (!constraint.accept(token)) throw new Error(`sequence ${seqId}: its grammar refused the token it allowed (${token})`)
+    return token
   }
 
   /** One part of one prompt, continuing its own B=1 cache (chunked prefill is exact). */
   private async prefillOne(p: PrefillPart): Promise<KvJoin[]> {
-    if (p.start) this.begin(p)
+    if (p.start) await this.begin(p)
     const state = this.prefilling.get(p.seqId)
     if (!state) throw new Error(`prefill chunk for unknown sequence ${p.seqId}`)
     const s = p.tokens.length
@@ -93,7 +116,7 @@ export class ModelStep {
     state.accept(outputs, s)
     if (!p.last) return []
     this.prefilling.delete(p.seqId)
-    return [state.join(p.seqId, this.samplerOf(p.seqId).sample(this.lastLogits(outputs, 0)))]
+    return [state.join(p.seqId, await this.pick(p.seqId, this.lastLogits(outputs, 0)))]
   }
 
   /** Whole prompts that continue cached prefixes: each its own B=1 run (their pasts differ). */
@@ -112,7 +135,7 @@ export class ModelStep {
    */
   private async prefillMany(parts: PrefillPart[]): Promise<KvJoin[]> {
     for (const p of parts) if (!p.start || !p.last || p.start.prefix?.length) throw new Error('a multi-prompt prefill chunk takes whole prompts only, none from the prefix cache')
-    parts.forEach((p) => this.begin(p))
+    for (const p of parts) await this.begin(p)
     const k = parts.length
     const width = parts.reduce((m, p) => Math.max(m, p.tokens.length), 0)
     const ids = new BigInt64Array(k * width)
@@ -128,16 +151,21 @@ export class ModelStep {
     })
     const outputs = await this.session.run(modelFeeds(this.io, ids, [k, width], mask, width, positions, emptyLayers(this.io, k), 0))
     const layers = presentsOf(this.io, outputs)
-    return parts.map((p, r) => {
+    const joins: KvJoin[] = []
+    for (const [r, p] of parts.entries()) {
       this.prefilling.delete(p.seqId)
-      return { seqId: p.seqId, nextToken: this.samplerOf(p.seqId).sample(this.lastLogits(outputs, r)), len: p.tokens.length, layers, row: r }
-    })
+      joins.push({ seqId: p.seqId, nextToken: await this.pick(p.seqId, this.lastLogits(outputs, r)), len: p.tokens.length, layers, row: r })
+    }
+    return joins
   }
 
-  /** Creates the sampler and the empty B=1 cache of a sequence's first prefill part. */
-  private begin(p: PrefillPart): void {
+  /** Creates the sampler (and grammar state) and the empty B=1 cache of a sequence's first prefill part. */
+  private async begin(p: PrefillPart): Promise<void> {
     const start = p.start!
-    this.samplers.set(p.seqId, new SequenceSampler(start.sampling, start.tokens, start.promptLen, start.banEos ? this.eosTokenIds : []))
+    if (start.constraint) await this.constrain(p.seqId, start)
+    // A constrained sequence ends where its grammar does: its EOS is never banned.
+    const banned = start.banEos && !start.constraint ? this.eosTokenIds : []
+    this.samplers.set(p.seqId, new SequenceSampler(start.sampling, start.tokens, start.promptLen, banned))
     const cache = this.bounded(this.io.kvCache === 'slots' ? SlotKvCache.forSequence(this.io, p.seqId) : new ConcatPrefill(this.io))
     // The whole prompt's room, and the first generated token's, before its first chunk (within the budget: bounded()).
     if (cache instanceof SlotKvCache) cache.expect(start.tokens.length + 1)
@@ -149,6 +177,19 @@ export class ModelStep {
       }), this.prefixBlockTokens)
     }
     this.prefilling.set(p.seqId, cache)
+  }
+
+  /** The sequence's grammar state, with the tokens it already generated (a recompute or a continuation) replayed into it. */
+  private async constrain(seqId: number, start: NonNullable<PrefillPart['start']>): Promise<void> {
+    if (!this.grammars) throw new Error('structured output is not available: the model runner has no grammars')
+    const constraint = await this.grammars.constraint(start.constraint!)
+    for (let i = start.promptLen; i < start.tokens.length; i++) {
+      if (!constraint.accept(start.tokens[i]!)) {
+        constraint.dispose()
+        throw new Error(`sequence ${seqId}: a replayed token does not match its grammar`)
+      }
+    }
+    this.constraints.set(seqId, constraint)
   }
 
   /**

@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads'
 import type { ModelDir } from './model-dir.ts'
+import { encodedVocab } from '../structured/tokenizer-info.ts'
 import type { RunnerWorkerInit } from './runner-worker.ts'
 import { toModelInfo, type SessionShape, type ModelInfo, type ModelRunner, type StepPlan, type StepResult } from './runner.ts'
 
@@ -47,6 +48,7 @@ export class OnnxRunner implements ModelRunner {
       onnxFile: dir.onnxFile,
       config: dir.config,
       eosTokenIds: dir.eosTokenIds,
+      vocab: encodedVocab(dir.tokenizerJson, dir.config.vocabSize),
       executionProvider: opts.executionProvider,
       ...(opts.intraOpThreads ? { intraOpThreads: opts.intraOpThreads } : {}),
       ...(opts.kvBudgetBytes ? { kvBudgetBytes: opts.kvBudgetBytes } : {}),

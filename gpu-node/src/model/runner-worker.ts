@@ -9,6 +9,8 @@ import type { ModelConfig } from './model-dir.ts'
 import { batchCouplingOps } from './graph-ops.ts'
 import { openModelSession } from './open-session.ts'
 import type { SessionShape, StepPlan } from './runner.ts'
+import { Grammars } from '../structured/grammars.ts'
+import type { EncodedVocab } from '../structured/tokenizer-info.ts'
 
 export interface RunnerWorkerInit {
   onnxPath: string
@@ -16,6 +18,8 @@ export interface RunnerWorkerInit {
   onnxFile: string
   config: ModelConfig
   eosTokenIds: number[]
+  /** The tokenizer's vocabulary as the grammar engine reads it (structured output). */
+  vocab?: EncodedVocab
   executionProvider: 'cpu' | 'cuda'
   intraOpThreads?: number
   /** The scheduler's KV budget, which bounds the slot caches' spare (model-step.ts). */
@@ -42,7 +46,8 @@ async function start(init: RunnerWorkerInit): Promise<void> {
         throw new Error(`model directory: ${init.onnxFile}: ONNX Runtime could not load it (${init.executionProvider} provider): ${e.message}`)
       })
     const io = readSessionIo(session, init.config, init.onnxFile)
-    step = new ModelStep(session, io, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes, prefixBlockTokens: init.prefixBlockTokens })
+    const grammars = init.vocab ? new Grammars(init.vocab, init.eosTokenIds) : undefined
+    step = new ModelStep(session, io, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes, prefixBlockTokens: init.prefixBlockTokens, ...(grammars ? { grammars } : {}) })
     const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, kvType: io.kvType, hasPositionIds: io.hasPositionIds, couplingOps: batchCouplingOps(init.onnxPath), kvPath }
     port.postMessage({ type: 'ready', io: shape })
   } catch (e) {

@@ -1,4 +1,4 @@
-import type { SamplingParams } from '../../../shared/src/generation.ts'
+import type { OutputConstraint, SamplingParams } from '../../../shared/src/generation.ts'
 import type { KvPath } from './kv-path.ts'
 import type { ModelDir } from './model-dir.ts'
 import { bytesPerElement, type KvType } from './tensor-dtype.ts'
@@ -82,8 +82,10 @@ export interface SequenceStart {
   sampling: SamplingParams
   /** Tokens of the sequence that are prompt (penalties treat them differently from output). */
   promptLen: number
-  /** Never sample EOS (benchmarks that need a fixed length). */
+  /** Never sample EOS (benchmarks that need a fixed length); a constrained sequence ends where its grammar does. */
   banEos: boolean
+  /** The grammar every token is chosen within (structured/grammars.ts); the tokens after promptLen are replayed into it. */
+  constraint?: OutputConstraint
   /**
    * Prefix-cache slots (in order) whose saved KV is the sequence's first prefix.length ×
    * prefixBlockTokens tokens: its prefill starts from them and computes only the rest.
