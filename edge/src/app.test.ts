@@ -169,3 +169,24 @@ describe('a dialect registered beside the three real ones', () => {
     expect(await unknown.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'not_found' } })
   })
 })
+
+describe('structured output at the edge', () => {
+  const chat = (response_format: unknown) => ({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], response_format })
+
+  it('forwards a response_format the node can enforce', async () => {
+    const h = await harness()
+    const res = await h.call('/v1/chat/completions', chat({ type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'integer' } } } } }))
+    expect(res.status).toBe(200)
+    expect(h.forwardedPaths).toEqual(['/v1/chat/completions'])
+  })
+
+  it('refuses what the grammar engine cannot enforce with a 400 naming it, without asking a node', async () => {
+    const h = await harness()
+    const res = await h.call('/v1/chat/completions', chat({ type: 'json_schema', json_schema: { name: 'x', schema: { type: 'array', uniqueItems: true } } }))
+    expect(res.status).toBe(400)
+    const body = (await res.json()) as { error: { message: string; param: string } }
+    expect(body.error.param).toBe('response_format.json_schema.schema')
+    expect(body.error.message).toContain("'response_format.json_schema.schema.uniqueItems' is not supported")
+    expect(h.forwardedPaths).toEqual([])
+  })
+})

@@ -108,4 +108,6 @@ export interface GenerateRequest {
    * the request to where that conversation's prefix is cached, and never selects cached tokens.
    */
   contextId?: string
+  /** Structured output: what the generated text must match (OpenAI `response_format`). */
+  constraint?: OutputConstraint
 }

@@ -1,3 +1,4 @@
+import type { OutputConstraint } from '../../../shared/src/generation.ts'
 import type { ModelRunner, StepPlan, StepResult } from '../model/runner.ts'
 import type { TokenDecoder } from './detokenizer.ts'
 import type { BatchingPolicy } from './batching-policy.ts'
@@ -75,6 +76,12 @@ export class Engine implements EngineHandle {
   /** Completed scheduler ticks (tests count steps with it). */
   get steps(): number {
     return this.metrics.steps
+  }
+
+  prepare(constraint: OutputConstraint): Promise<void> {
+    const { runner } = this.opts
+    if (!runner.prepare) return Promise.reject(new Error('structured output is not available on this model runner'))
+    return runner.prepare(constraint)
   }
 
   submit(req: EngineRequest, onEvent: (event: EngineEvent) => void): SubmitResult {

@@ -115,6 +115,8 @@ export interface EngineObserver {
  */
 export interface EngineHandle {
   submit(req: EngineRequest, onEvent: (event: EngineEvent) => void): SubmitResult
+  /** Readies a constraint's grammar before its request is submitted; rejects when it cannot be compiled or the runner has no structured output. */
+  prepare(constraint: OutputConstraint): Promise<void>
   abort(id: string): void
   stats(): EngineStats
   /** Stop admitting; resolves when every admitted request has finished. */

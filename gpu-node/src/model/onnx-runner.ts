@@ -2,6 +2,7 @@ import { Worker } from 'node:worker_threads'
 import type { ModelDir } from './model-dir.ts'
 import { encodedVocab } from '../structured/tokenizer-info.ts'
 import type { RunnerWorkerInit } from './runner-worker.ts'
+import type { OutputConstraint } from '../../../shared/src/generation.ts'
 import { toModelInfo, type SessionShape, type ModelInfo, type ModelRunner, type StepPlan, type StepResult } from './runner.ts'
 
 export interface OnnxRunnerOptions {
@@ -21,7 +22,7 @@ export interface OnnxRunnerOptions {
  */
 export class OnnxRunner implements ModelRunner {
   private nextId = 1
-  private readonly pending = new Map<number, { resolve(r: StepResult): void; reject(e: Error): void }>()
+  private readonly pending = new Map<number, { resolve(r: unknown): void; reject(e: Error): void }>()
   private exited = false
 
   private constructor(
@@ -32,7 +33,7 @@ export class OnnxRunner implements ModelRunner {
       const p = this.pending.get(msg.id)
       if (!p) return
       this.pending.delete(msg.id)
-      if (msg.type === 'result') p.resolve(msg.result!)
+      if (msg.type === 'result') p.resolve(msg.result)
       else p.reject(new Error(msg.message ?? 'model step failed'))
     })
     worker.on('exit', () => {
@@ -68,11 +69,23 @@ export class OnnxRunner implements ModelRunner {
   }
 
   step(plan: StepPlan): Promise<StepResult> {
+    return this.ask({ type: 'step', plan }) as Promise<StepResult>
+  }
+
+  /**
+   * The worker compiles while a step may be in flight (its thread is free while ONNX Runtime
+   * runs), so the sequence's first step finds the grammar compiled.
+   */
+  async prepare(constraint: OutputConstraint): Promise<void> {
+    await this.ask({ type: 'prepare', constraint })
+  }
+
+  private ask(msg: { type: 'step'; plan: StepPlan } | { type: 'prepare'; constraint: OutputConstraint }): Promise<unknown> {
     if (this.exited) return Promise.reject(new Error('model worker exited'))
     const id = this.nextId++
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject })
-      this.worker.postMessage({ type: 'step', id, plan })
+      this.worker.postMessage({ ...msg, id })
     })
   }
 

@@ -8,6 +8,7 @@ import { readSessionIo } from './session-io.ts'
 import type { ModelConfig } from './model-dir.ts'
 import { batchCouplingOps } from './graph-ops.ts'
 import { openModelSession } from './open-session.ts'
+import type { OutputConstraint } from '../../../shared/src/generation.ts'
 import type { SessionShape, StepPlan } from './runner.ts'
 import { Grammars } from '../structured/grammars.ts'
 import type { EncodedVocab } from '../structured/tokenizer-info.ts'
@@ -30,11 +31,12 @@ export interface RunnerWorkerInit {
   prefixBlockTokens?: number
 }
 
-type Inbound = { type: 'step'; id: number; plan: StepPlan }
+type Inbound = { type: 'step'; id: number; plan: StepPlan } | { type: 'prepare'; id: number; constraint: OutputConstraint }
 
 async function start(init: RunnerWorkerInit): Promise<void> {
   const port = parentPort!
   let step: ModelStep
+  let grammars: Grammars | undefined
   try {
     const options = {
       executionProviders: [init.executionProvider],
@@ -46,7 +48,7 @@ async function start(init: RunnerWorkerInit): Promise<void> {
         throw new Error(`model directory: ${init.onnxFile}: ONNX Runtime could not load it (${init.executionProvider} provider): ${e.message}`)
       })
     const io = readSessionIo(session, init.config, init.onnxFile)
-    const grammars = init.vocab ? new Grammars(init.vocab, init.eosTokenIds) : undefined
+    grammars = init.vocab ? new Grammars(init.vocab, init.eosTokenIds) : undefined
     step = new ModelStep(session, io, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes, prefixBlockTokens: init.prefixBlockTokens, ...(grammars ? { grammars } : {}) })
     const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, kvType: io.kvType, hasPositionIds: io.hasPositionIds, couplingOps: batchCouplingOps(init.onnxPath), kvPath }
     port.postMessage({ type: 'ready', io: shape })
@@ -55,8 +57,15 @@ async function start(init: RunnerWorkerInit): Promise<void> {
     return
   }
   // Steps are strictly sequential: the engine awaits each result before sending the next plan.
+  // A grammar compiles in between (or while ONNX Runtime runs a step), never inside a step's JS.
   port.on('message', async (msg: Inbound) => {
     try {
+      if (msg.type === 'prepare') {
+        if (!grammars) throw new Error('structured output is not available for this model')
+        await grammars.compile(msg.constraint)
+        port.postMessage({ type: 'result', id: msg.id })
+        return
+      }
       const result = await step.run(msg.plan)
       port.postMessage({ type: 'result', id: msg.id, result })
     } catch (e) {

@@ -145,5 +145,7 @@ export interface StepResult {
 export interface ModelRunner {
   readonly info: ModelInfo
   step(plan: StepPlan): Promise<StepResult>
+  /** Compiles a constraint's grammar ahead of the sequence that needs it; rejects when it cannot be compiled. Absent: no structured output. */
+  prepare?(constraint: OutputConstraint): Promise<void>
   close(): Promise<void>
 }

@@ -9,7 +9,7 @@ import { ApiError, API_ERROR_CODES, type ApiErrorCode } from '../../../shared/sr
 import type { DialectCodec, ResponseMeta } from '../../../shared/src/dialects/index.ts'
 import { isCompletedReason } from '../../../shared/src/generation.ts'
 import { parseJsonBody } from '../../../shared/src/json-body.ts'
-import { resolveSampling, type GenerateRequest } from '../../../shared/src/generation.ts'
+import { resolveSampling, type GenerateRequest, type OutputConstraint } from '../../../shared/src/generation.ts'
 import { resumeIdLine, resumeSignedExtra } from '../../../shared/src/resume-wire.ts'
 import type { EngineEvent, EngineHandle, EngineRequest, SubmitResult } from '../engine/types.ts'
 import type { PromptEncoder } from '../model/prompt-encoder.ts'
@@ -60,6 +60,7 @@ export async function handleGenerate(ctx: RequestContext, codec: DialectCodec, d
   // tenant learn from timing whether another sent a prompt. Only a tenant the edge vouches for
   // (a verified signature) salts; direct unsigned use shares one salt.
   if (signed && ctx.wire.tenant) prepared.engineReq.cacheSalt = ctx.wire.tenant
+  if (prepared.engineReq.constraint) await compileConstraint(deps, prepared.engineReq.constraint)
   if (ctx.clientGone) {
     // Gone while we verified and tokenized: nothing to run, nothing to answer.
     ctx.outcome.errorCode = 'client_aborted'
@@ -89,6 +90,7 @@ function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, j
   }
   if (ctx.wire.deadlineMs !== undefined) engineReq.deadlineMs = ctx.wire.deadlineMs
   if (gen.ignoreEos) engineReq.ignoreEos = true
+  if (gen.constraint) engineReq.constraint = gen.constraint
   // The edge's seed applies only where the client gave none: a client's own seed always wins.
   if (resume.seed !== undefined && engineReq.sampling.seed === undefined) engineReq.sampling = { ...engineReq.sampling, seed: resume.seed }
   // Only a stream is continued: a JSON answer is simply asked again from scratch.
@@ -99,6 +101,20 @@ function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, j
   const meta: ResponseMeta = { requestId: ctx.requestId, model: gen.model, created: Math.floor(Date.now() / 1000) }
   const echoText = gen.echo && gen.input.kind === 'text' ? gen.input.prompt : ''
   return { gen, engineReq, meta, echoText, resume }
+}
+
+/**
+ * A constraint's grammar is compiled before the request is admitted, so one the engine cannot
+ * compile is a 400 before any response starts (and never a failed step for the batch). The
+ * engine's own reason is not passed on: it may quote the schema.
+ */
+async function compileConstraint(deps: GenerateDeps, constraint: OutputConstraint): Promise<void> {
+  try {
+    await deps.engine.prepare(constraint)
+  } catch (e) {
+    const param = constraint.kind === 'json_schema' ? 'response_format.json_schema.schema' : 'response_format'
+    throw new ApiError('invalid_request', `'${param}' could not be compiled into a grammar for this model.`, { param, cause: e })
+  }
 }
 
 function runStreaming(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, p: Prepared): void {

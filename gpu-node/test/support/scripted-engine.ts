@@ -3,7 +3,7 @@
  * text events (scheduled with setImmediate, no timers) and records submits and aborts, and a
  * prompt encoder whose tokens are UTF-8 bytes.
  */
-import type { ChatMessage } from '../../../shared/src/generation.ts'
+import type { ChatMessage, OutputConstraint } from '../../../shared/src/generation.ts'
 import type { EngineEvent, EngineHandle, EngineRequest, EngineStats, FinishReason, SubmitResult } from '../../src/engine/types.ts'
 import type { PromptEncoder } from '../../src/model/prompt-encoder.ts'
 
@@ -46,6 +46,15 @@ export class ScriptedEngine implements EngineHandle {
   private readonly live = new Map<string, (e: EngineEvent) => void>()
   private drained = signal<void>()
   private readonly waiters: Array<{ test: () => boolean; resolve: () => void }> = []
+
+  /** Constraints the route asked to prepare; `refusePrepare` makes it reject. */
+  readonly prepared: OutputConstraint[] = []
+  refusePrepare?: Error
+
+  async prepare(constraint: OutputConstraint): Promise<void> {
+    this.prepared.push(constraint)
+    if (this.refusePrepare) throw this.refusePrepare
+  }
 
   submit(req: EngineRequest, onEvent: (event: EngineEvent) => void): SubmitResult {
     if (this.draining) return { ok: false, code: 'draining', retryAfterMs: 1000 }

@@ -174,9 +174,18 @@ describe('parseChatCompletionRequest', () => {
     expect(rejection({ model: 'tiny', messages: [{ role: 'tool', content: 'x' }] }).message).toContain('tool messages are not supported')
   })
 
-  it('rejects logprobs and response_format', () => {
+  it('rejects logprobs', () => {
     expect(rejection({ ...base, logprobs: true }).param).toBe('logprobs')
-    expect(rejection({ ...base, response_format: { type: 'json_object' } }).message).toContain('structured output is not available')
+  })
+
+  it('takes response_format as the output constraint', () => {
+    expect(parseChatCompletionRequest({ ...base, response_format: { type: 'text' } }).constraint).toBeUndefined()
+    expect(parseChatCompletionRequest({ ...base, response_format: { type: 'json_object' } }).constraint).toEqual({ kind: 'json_object' })
+    const schema = { type: 'object', properties: { a: { type: 'integer', minimum: 0 } }, required: ['a'], additionalProperties: false }
+    expect(parseChatCompletionRequest({ ...base, response_format: { type: 'json_schema', json_schema: { name: 'a_1', schema, strict: true } } }).constraint).toEqual({ kind: 'json_schema', schema: JSON.stringify(schema) })
+    expect(rejection({ ...base, response_format: { type: 'json_schema', json_schema: { name: 'has space' } } }).param).toBe('response_format.json_schema.name')
+    expect(rejection({ ...base, response_format: { type: 'xml' } }).param).toBe('response_format.type')
+    expect(rejection({ ...base, response_format: { type: 'json_object' }, ignore_eos: true }).param).toBe('ignore_eos')
   })
 
   it('rejects stream_options without stream', () => {

@@ -1,6 +1,7 @@
 /** OpenAI chat completions (`POST /v1/chat/completions`): request schema, parser, encoders, codec. */
 
 import { z } from 'zod'
+import { ApiError } from '../api-error.ts'
 import { renderStreamError } from '../error-body.ts'
 import type { ChatMessage, CompletedReason, GenerateRequest, Usage } from '../generation.ts'
 import { SSE_DONE, sseData } from '../sse.ts'
@@ -8,6 +9,7 @@ import type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './co
 import { OPENAI_ERRORS, OPENAI_STREAM_ENDS, vllmContextLengthExceeded } from './openai-errors.ts'
 import { nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, promptCacheKeyField, streamFields, toContextId, toOpenAIFinishReason, toOpenAIUsage, toStreamSettings, type OpenAIFinishReason } from './openai-fields.ts'
 import { OPENAI_LIMIT_HEADERS } from './openai-limit-headers.ts'
+import { responseFormatField, toOutputConstraint } from './response-format.ts'
 import { maxTokensField, samplingFields, stopField, toSamplingRequest, toStopList } from './sampling-fields.ts'
 import { validateBody } from './validate-body.ts'
 
@@ -34,6 +36,7 @@ export const ChatCompletionRequest = z.strictObject({
   stop: stopField(4),
   n: nField,
   logprobs: z.literal(false, { error: 'must be false: log probabilities are not available' }).nullish(),
+  ...responseFormatField,
   ...samplingFields,
   ...streamFields,
   ...promptCacheKeyField,
@@ -57,6 +60,12 @@ export function parseChatCompletionRequest(body: unknown): GenerateRequest {
   if (req.ignore_eos) out.ignoreEos = true
   const contextId = toContextId(req)
   if (contextId !== undefined) out.contextId = contextId
+  const constraint = toOutputConstraint(req.response_format)
+  if (constraint) {
+    // A constrained answer ends where its grammar does: generating past EOS has no meaning there.
+    if (req.ignore_eos) throw new ApiError('invalid_request', "'ignore_eos' cannot be combined with 'response_format'.", { param: 'ignore_eos' })
+    out.constraint = constraint
+  }
   return out
 }
 
