@@ -38,6 +38,15 @@ export interface GpuNode {
   stop(): Promise<void>
 }
 
+/** Why each retried /metrics GET failed the first time (a bench reports them). */
+export const metricsRetries: string[] = []
+
+/** fetch's "fetch failed" with the network error under it. */
+export function causeOf(e: unknown): string {
+  const cause = (e as { cause?: { code?: string; message?: string } }).cause
+  return [(e as Error).message, cause?.code ?? cause?.message].filter(Boolean).join(': ')
+}
+
 export interface GpuNodeOptions {
   modelDir: string
   /** Signed requests only (the edge's secret); else ALLOW_UNSIGNED=1 for direct use. */
@@ -76,8 +85,12 @@ export async function startGpuNode(o: GpuNodeOptions): Promise<GpuNode> {
     model: String(ready.json!.model),
     proc,
     async metricsText() {
-      const res = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(10_000) })
-      return res.text()
+      const get = async () => (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(10_000) })).text()
+      // An idempotent GET: one retry when the connection fails (the cause is kept if it fails again).
+      return get().catch((e: unknown) => {
+        metricsRetries.push(causeOf(e))
+        return get()
+      })
     },
     stop: () => proc.stop(),
   }

@@ -20,6 +20,8 @@ export interface Conversations {
   /** Conversations in flight at once (default: every one). */
   concurrency?: number
   dispatcher: Dispatcher
+  /** A user's pause before each turn after the first, in ms (default none). */
+  thinkMs?: (conversation: number, turn: number) => number
 }
 
 /** Each conversation's turns, in order. */
@@ -37,6 +39,8 @@ async function converse(o: Conversations, c: number): Promise<RequestRecord[]> {
   const messages: Array<{ role: 'system' | 'user' | 'assistant'; content: string }> = [{ role: 'system', content: o.system }]
   const out: RequestRecord[] = []
   for (let t = 0; t < o.turns; t++) {
+    const pause = t > 0 ? (o.thinkMs?.(c, t) ?? 0) : 0
+    if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause))
     messages.push({ role: 'user', content: o.users[c * o.turns + t]! })
     const body = buildBody('openai-chat', { model: o.model, text: '', messages, maxTokens: 32, stream: true, ignoreEos: true })
     const route = o.router.route(DIALECT_PATH['openai-chat'], body)
