@@ -9,10 +9,8 @@
  * along the ring from the key's point, so an idle region places a new conversation on its ring
  * home (every edge agrees without memory). A node's load is its requests in flight as its
  * heartbeat counted them, corrected by what this isolate sent and saw end since
- * (recent-dispatches.ts). Placing new keys by the ring under the bound, as this did, let up to
- * ⌈c·(m+1)/n⌉ of them onto one node, which at a few conversations per node is most of them:
- * over two single-core nodes with eight conversations at once, 31/17 requests, and turns 2–6
- * answered later than round robin's (p50 683 vs 298 ms) for a cached share no better.
+ * (recent-dispatches.ts). Placing new keys on their ring homes whenever under the bound would let
+ * up to ⌈c·(m+1)/n⌉ of them onto one node, which at a few conversations per node is most of them.
  *
  * Across regions: the best region by today's rule, unless the key was last served by a node in
  * another region that is still usable, has room under its region's bound, and costs less extra
