@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { SectionResult } from './report-types.ts'
 
-export const SECTIONS = ['engine', 'edge', 'cancel', 'ratelimit', 'prefix', 'wan'] as const
+export const SECTIONS = ['engine', 'edge', 'cancel', 'ratelimit', 'prefix', 'wan', 'structured'] as const
 export type SectionName = (typeof SECTIONS)[number]
 
 export interface Target {
@@ -55,6 +55,8 @@ export const TARGETS: Target[] = [
   { key: 'cancel.stopped_within_two_steps', label: 'disconnected streams whose KV the node freed within two steps', kind: 'all-of', of: 'cancel.tried' },
   { key: 'wan.cross_region_excess_ms', label: 'cross-region excess: TTFB served one region away (RTT 70 ms) − TTFB served locally − RTT, p50 through the Node edge, ms', kind: 'max', target: 10 },
   { key: 'ratelimit.check_ms_p50', label: '@upstash/ratelimit check via the local bridge, p50 ms', kind: 'max', target: 2 },
+  { key: 'structured.mask_us_per_token_p50', label: 'structured output: grammar mask + accept per token per row, µs (32000-token vocabulary)', kind: 'max', target: 50 },
+  { key: 'structured.compile_ms_p50', label: 'structured output: compiling a typical schema new to the engine, ms (cached thereafter)', kind: 'report' },
 ]
 
 /**

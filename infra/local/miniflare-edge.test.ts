@@ -67,22 +67,28 @@ describe('the Miniflare edge', () => {
   }, 90_000)
 
   it('gives workerd the V8 flags it is started with (through its config, as Miniflare has no option for them)', async () => {
+    // These edges build and keep their state in a copy of the fixture: wrangler's build writes
+    // beside its config, and a write in the watched directory would rebuild the suite's edge,
+    // which sets the workerd path for its own flags again while this test reads it.
+    const state = mkdtempSync(join(tmpdir(), 'zl-miniflare-edge-flags-'))
+    cpSync(dir, state, { recursive: true })
     const gc = async (url: string) => ((await (await fetch(`${url}/gc`, { signal: AbortSignal.timeout(10_000) })).json()) as { gc: string }).gc
     // The default (--optimize-for-size) does not expose gc(); an edge given --expose-gc does.
     expect(await gc(edge.url)).toBe('undefined')
-    const exposed = await startMiniflareEdge({ config: join(dir, 'wrangler.toml'), ip: '127.0.0.1', port: 0, envFile: join(dir, 'edge.env'), watch: false, persistTo: join(dir, 'state-gc'), v8Flags: ['--optimize-for-size', '--expose-gc'] })
+    const exposed = await startMiniflareEdge({ config: join(state, 'wrangler.toml'), ip: '127.0.0.1', port: 0, envFile: join(state, 'edge.env'), watch: false, persistTo: join(state, 'gc'), v8Flags: ['--optimize-for-size', '--expose-gc'] })
     try {
       expect(await gc(exposed.url)).toBe('function')
     } finally {
       await exposed.dispose()
     }
     // None: workerd as Miniflare starts it by itself.
-    const plain = await startMiniflareEdge({ config: join(dir, 'wrangler.toml'), ip: '127.0.0.1', port: 0, envFile: join(dir, 'edge.env'), watch: false, persistTo: join(dir, 'state-plain'), v8Flags: [] })
+    const plain = await startMiniflareEdge({ config: join(state, 'wrangler.toml'), ip: '127.0.0.1', port: 0, envFile: join(state, 'edge.env'), watch: false, persistTo: join(state, 'plain'), v8Flags: [] })
     try {
       expect(await gc(plain.url)).toBe('undefined')
       expect(process.env.MINIFLARE_WORKERD_PATH).not.toMatch(/workerd-v8-flags\.sh$/)
     } finally {
       await plain.dispose()
+      rmSync(state, { recursive: true, force: true })
     }
   }, 120_000)
 

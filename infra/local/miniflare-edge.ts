@@ -72,12 +72,13 @@ function useV8Flags(flags: readonly string[]): void {
 }
 
 /** wrangler's production build of the Worker into `outDir`: worker.js and its text modules. */
-async function buildWithWrangler(configPath: string, outDir: string): Promise<void> {
+async function buildWithWrangler(configPath: string, outDir: string, signal: AbortSignal): Promise<void> {
   rmSync(outDir, { recursive: true, force: true })
   const wrangler = join(dirname(createRequire(import.meta.url).resolve('wrangler/package.json')), 'bin/wrangler.js')
   await run(process.execPath, [wrangler, 'deploy', '--dry-run', '--config', configPath, '--outdir', outDir], {
     env: { ...process.env, WRANGLER_SEND_METRICS: 'false' },
     maxBuffer: 16 << 20,
+    signal,
   })
 }
 
@@ -105,9 +106,11 @@ export async function startMiniflareEdge(input: z.input<typeof MiniflareEdgeOpti
   // Loaded here, not at module load: wrangler's module takes seconds to import.
   const [{ unstable_getMiniflareWorkerOptions }, { Miniflare }] = await Promise.all([import('wrangler'), import('miniflare')])
   const outDir = join(mkdtempSync(join(tmpdir(), 'zl-miniflare-edge-')), 'out')
+  // Ends a build still running when the edge is disposed (a rebuild a last change started).
+  const disposed = new AbortController()
 
   const options = async () => {
-    await buildWithWrangler(configPath, outDir)
+    await buildWithWrangler(configPath, outDir, disposed.signal)
     const { workerOptions, main } = unstable_getMiniflareWorkerOptions(configPath)
     const envVars = parseEnv(readFileSync(o.envFile, 'utf8'))
     if (!main) throw new Error(`miniflare edge: ${configPath} names no main`)
@@ -152,7 +155,7 @@ export async function startMiniflareEdge(input: z.input<typeof MiniflareEdgeOpti
             await mf.setOptions(await options())
             process.stderr.write('miniflare edge: rebuilt\n')
           } catch (e) {
-            process.stderr.write(`miniflare edge: rebuild failed: ${(e as Error).message.split('\n')[0]}\n`)
+            if (!disposed.signal.aborted) process.stderr.write(`miniflare edge: rebuild failed: ${(e as Error).message.split('\n')[0]}\n`)
           }
         } while (again)
         building = undefined
@@ -164,6 +167,7 @@ export async function startMiniflareEdge(input: z.input<typeof MiniflareEdgeOpti
     url: url.origin,
     dispose: async () => {
       for (const w of watchers) w.close()
+      disposed.abort()
       await mf.dispose()
       rmSync(dirname(outDir), { recursive: true, force: true })
     },

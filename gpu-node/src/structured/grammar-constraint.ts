@@ -64,6 +64,10 @@ export function maskLogits(logits: Float32Array, bits: Int32Array, vocabSize: nu
     const word = bits[w]!
     if (word === -1) continue
     const end = Math.min(n, w * 32 + 32)
+    if (word === 0) {
+      logits.fill(-Infinity, w * 32, end)
+      continue
+    }
     for (let t = w * 32; t < end; t++) if (((word >>> (t & 31)) & 1) === 0) logits[t] = -Infinity
   }
   logits.fill(-Infinity, n)

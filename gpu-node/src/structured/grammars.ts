@@ -70,7 +70,10 @@ export class Grammars {
   private tokenRules(): TokenRules {
     if (!this.rules) {
       const bytes = this.vocab.vocabType === 'raw' ? undefined : tokenBytes(this.vocab)
-      this.rules = { banned: controlByteTokens(this.vocab), ...(bytes ? { utf8: new Utf8Rules(bytes, this.stopTokenIds) } : {}) }
+      const utf8 = bytes ? new Utf8Rules(bytes, this.stopTokenIds) : undefined
+      // Tokens the UTF-8 rules refuse in every state need no second ban.
+      const banned = controlByteTokens(this.vocab).filter((t) => !utf8 || utf8.everAllows(t))
+      this.rules = { banned, ...(utf8 ? { utf8 } : {}) }
     }
     return this.rules
   }

@@ -76,6 +76,11 @@ export class Utf8Rules {
     return this.after(state, token) !== INVALID
   }
 
+  /** Whether some state allows `token` (one no state allows never needs another ban). */
+  everAllows(token: number): boolean {
+    return this.next.some((row) => row[token] !== INVALID)
+  }
+
   /** Sets the logits of the tokens that may not follow to -Infinity. */
   mask(logits: Float32Array, state: number): void {
     const list = this.lists[state]!
