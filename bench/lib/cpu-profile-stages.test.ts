@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { build } from 'esbuild'
 import { describe, expect, it } from 'vitest'
-import { leafFunctionsOf, stagesOf, withSources, type CpuProfile } from './cpu-profile-stages.ts'
+import { stagesOf, withSources, type CpuProfile } from './cpu-profile-stages.ts'
 
 const ROOT = 'file:///repo/'
 // root → hono compose → validate.ts → zod (leaf); root → node:http parser (leaf); idle; GC.
@@ -36,13 +36,6 @@ describe('CPU profile by edge stage', () => {
     expect(share['Hono (router, context, compose)']).toBeCloseTo(1 / 6)
     expect(stages[0]!.files).toEqual(['edge/src/middleware/validate.ts', 'shared/src/dialects/openai-chat.ts'])
     expect(stages.reduce((n, s) => n + s.samples, 0)).toBe(6)
-  })
-
-  it('gives self time by leaf function, idle left out, largest first', () => {
-    const fns = leafFunctionsOf(profile)
-    expect(fns[0]).toEqual({ fn: 'parse core/schemas.js:0', samples: 2, share: 2 / 6 })
-    expect(fns.map((f) => f.fn)).toEqual(['parse core/schemas.js:0', 'toChatMessage dialects/openai-chat.ts:0', 'parserOnHeadersComplete node:_http_common:0', '(garbage collector)', 'dispatch dist/hono-base.js:0'])
-    expect(leafFunctionsOf(profile, 2)).toHaveLength(2)
   })
 
   it('moves the frames of a built module to the sources its map names, and leaves other frames alone', async () => {

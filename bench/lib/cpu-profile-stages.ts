@@ -123,32 +123,3 @@ export function stagesOf(profile: CpuProfile): StageShare[] {
     .map(([stage, t]) => ({ stage, samples: t.samples, share: all ? t.samples / all : 0, files: [...t.files.entries()].sort((a, b) => b[1] - a[1]).map(([f]) => f) }))
     .sort((a, b) => b.samples - a.samples)
 }
-
-export interface FunctionShare {
-  /** `name file:line` of the leaf frame (the file shortened to its last two path parts). */
-  fn: string
-  share: number
-  samples: number
-}
-
-/**
- * Self time by function: each busy sample charged to its leaf frame, the `top` largest shares of
- * the busy samples. The finer view beside the stages, for finding what a cut should remove and
- * seeing it go (`bench/probe/fair-edge-only.ts functions`).
- */
-export function leafFunctionsOf(profile: CpuProfile, top = 40): FunctionShare[] {
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
-  const counts = new Map<string, number>()
-  let all = 0
-  for (const id of profile.samples) {
-    const { url, functionName, lineNumber } = byId.get(id)!.callFrame
-    if (functionName === '(idle)') continue
-    all++
-    const fn = `${functionName || '(anonymous)'}${url ? ` ${url.split('/').slice(-2).join('/')}:${lineNumber ?? 0}` : ''}`
-    counts.set(fn, (counts.get(fn) ?? 0) + 1)
-  }
-  return [...counts.entries()]
-    .sort((a, b) => b[1] - a[1])
-    .slice(0, top)
-    .map(([fn, samples]) => ({ fn, samples, share: all ? samples / all : 0 }))
-}

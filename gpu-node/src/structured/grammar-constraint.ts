@@ -11,7 +11,7 @@ import type { GrammarMatcher } from './xgrammar.ts'
 /** What a constraint enforces beside its grammar. */
 export interface TokenRules {
   /** Tokens never allowed, whatever the grammar says. */
-  banned: readonly number[]
+  banned: ReadonlySet<number>
   /** Keeps the bytes valid UTF-8 (byte-level and byte-fallback vocabularies). */
   utf8?: Utf8Rules
 }
@@ -25,7 +25,7 @@ export class GrammarConstraint {
     private readonly matcher: GrammarMatcher,
     /** Tokens the bitmask covers; logits past it (a padded vocabulary) are never allowed. */
     private readonly vocabSize: number,
-    private readonly rules: TokenRules = { banned: [] },
+    private readonly rules: TokenRules = { banned: new Set() },
   ) {}
 
   /** Sets every token the grammar does not allow next to -Infinity. */
@@ -39,7 +39,7 @@ export class GrammarConstraint {
   /** Advances the grammar by a token that joined the sequence; false: the grammar or the ban forbids it (nothing changed). */
   accept(token: number): boolean {
     const { banned, utf8 } = this.rules
-    if (banned.includes(token) || (utf8 && !utf8.allows(this.owed, token))) return false
+    if (banned.has(token) || (utf8 && !utf8.allows(this.owed, token))) return false
     if (!this.matcher.acceptToken(token)) return false
     if (utf8) this.owed = utf8.after(this.owed, token)
     return true

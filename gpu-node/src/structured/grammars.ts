@@ -15,9 +15,6 @@ import { controlByteTokens, tokenBytes, type EncodedVocab } from './tokenizer-in
 import { Utf8Rules } from './utf8-guard.ts'
 import type { TokenRules } from './grammar-constraint.ts'
 
-/** What a sequence's output must match. */
-export type ConstraintSpec = OutputConstraint
-
 /** Compiled grammars kept for reuse. */
 export const MAX_COMPILED = 64
 
@@ -32,14 +29,14 @@ export class Grammars {
   ) {}
 
   /** A fresh matcher for one sequence. Rejects when the spec cannot be compiled (its message names why). */
-  async constraint(spec: ConstraintSpec): Promise<GrammarConstraint> {
+  async constraint(spec: OutputConstraint): Promise<GrammarConstraint> {
     const grammar = await this.compile(spec)
     const matcher = await xgrammar().GrammarMatcher.createGrammarMatcher(grammar)
     return new GrammarConstraint(matcher, this.vocab.tokens.length, this.tokenRules())
   }
 
   /** The spec's compiled grammar, compiled on first use. */
-  compile(spec: ConstraintSpec): Promise<CompiledGrammar> {
+  compile(spec: OutputConstraint): Promise<CompiledGrammar> {
     const key = spec.kind === 'json_schema' ? `s:${spec.schema}` : 'o'
     const hit = this.compiled.get(key)
     if (hit) {
@@ -55,7 +52,7 @@ export class Grammars {
     return made
   }
 
-  private async compileNew(spec: ConstraintSpec): Promise<CompiledGrammar> {
+  private async compileNew(spec: OutputConstraint): Promise<CompiledGrammar> {
     const compiler = await this.compilerOnce()
     // (schema, anyWhitespace, indent (-1: none), separators, strictMode, maxWhitespaceCnt).
     // json_object is any object (OpenAI's JSON mode), not xgrammar's builtin grammar of any value.
@@ -72,7 +69,7 @@ export class Grammars {
       const bytes = this.vocab.vocabType === 'raw' ? undefined : tokenBytes(this.vocab)
       const utf8 = bytes ? new Utf8Rules(bytes, this.stopTokenIds) : undefined
       // Tokens the UTF-8 rules refuse in every state need no second ban.
-      const banned = controlByteTokens(this.vocab).filter((t) => !utf8 || utf8.everAllows(t))
+      const banned = new Set(controlByteTokens(this.vocab).filter((t) => !utf8 || utf8.everAllows(t)))
       this.rules = { banned, ...(utf8 ? { utf8 } : {}) }
     }
     return this.rules

@@ -41,10 +41,11 @@ export function toOutputConstraint(format: ResponseFormat): OutputConstraint | u
   if (format.type === 'json_object') return { kind: 'json_object' }
   const schema = format.json_schema.schema ?? {}
   const param = 'response_format.json_schema.schema'
-  const problem = schemaProblem(schema) ?? unresolvedRef(schema)
-  if (problem) throw new ApiError('invalid_request', `'${param}${problem.at}' ${problem.message}.`, { param })
   const text = JSON.stringify(schema)
   if (text.length > MAX_SCHEMA_BYTES) throw new ApiError('invalid_request', `'${param}' is ${text.length} bytes; at most ${MAX_SCHEMA_BYTES} are accepted.`, { param })
+  const refs: string[] = []
+  const problem = schemaProblem(schema, refs) ?? unresolvedRef(schema, refs)
+  if (problem) throw new ApiError('invalid_request', `'${param}${problem.at}' ${problem.message}.`, { param })
   return { kind: 'json_schema', schema: text }
 }
 
@@ -69,8 +70,11 @@ interface Problem {
   message: string
 }
 
-/** The first part of `schema` the engine cannot enforce exactly (its path and why), or undefined. */
-export function schemaProblem(schema: unknown, at = '', depth = 0): Problem | undefined {
+/**
+ * The first part of `schema` the engine cannot enforce exactly (its path and why), or undefined;
+ * every $ref it passes is added to `refs`.
+ */
+export function schemaProblem(schema: unknown, refs: string[] = [], at = '', depth = 0): Problem | undefined {
   if (typeof schema === 'boolean') return undefined
   if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) return { at, message: 'must be a JSON Schema (an object or a boolean)' }
   if (depth > MAX_SCHEMA_DEPTH) return { at, message: `nests deeper than ${MAX_SCHEMA_DEPTH} levels` }
@@ -94,7 +98,10 @@ export function schemaProblem(schema: unknown, at = '', depth = 0): Problem | un
       return { at: `${at}.pattern`, message: 'is not a valid regular expression' }
     }
   }
-  if (s.$ref !== undefined && (typeof s.$ref !== 'string' || !/^#\/(\$defs|definitions)\/[^/]+$/.test(s.$ref))) return { at: `${at}.$ref`, message: "must point into this schema's $defs or definitions (#/$defs/<name>)" }
+  if (s.$ref !== undefined) {
+    if (typeof s.$ref !== 'string' || !/^#\/(\$defs|definitions)\/[^/]+$/.test(s.$ref)) return { at: `${at}.$ref`, message: "must point into this schema's $defs or definitions (#/$defs/<name>)" }
+    refs.push(s.$ref)
+  }
   const children: Array<[string, unknown]> = []
   for (const key of ['properties', '$defs', 'definitions'] as const) {
     const map = s[key]
@@ -110,21 +117,16 @@ export function schemaProblem(schema: unknown, at = '', depth = 0): Problem | un
     list.forEach((child, i) => children.push([`${at}.${key}[${i}]`, child]))
   }
   for (const [path, child] of children) {
-    const problem = schemaProblem(child, path, depth + 1)
+    const problem = schemaProblem(child, refs, path, depth + 1)
     if (problem) return problem
   }
   return undefined
 }
 
-/** A $ref to a definition the schema does not have (checked from its root, where $defs live). */
-function unresolvedRef(schema: Record<string, unknown>): Problem | undefined {
+/** A $ref (of those schemaProblem collected) to a definition the schema does not have: $defs live at its root. */
+function unresolvedRef(schema: Record<string, unknown>, refs: readonly string[]): Problem | undefined {
   const defined = (key: string) => Object.keys((schema[key] as Record<string, unknown> | undefined) ?? {})
   const names = new Set([...defined('$defs').map((n) => `#/$defs/${n}`), ...defined('definitions').map((n) => `#/definitions/${n}`)])
-  const refs: string[] = []
-  JSON.stringify(schema, (key, value: unknown) => {
-    if (key === '$ref' && typeof value === 'string') refs.push(value)
-    return value
-  })
   const missing = refs.find((r) => !names.has(r))
   return missing === undefined ? undefined : { at: '', message: `refers to ${missing}, which it does not define` }
 }
