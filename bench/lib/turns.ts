@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks'
 import type { ModelRunner, StepPlan, StepResult } from '../../gpu-node/src/model/runner.ts'
+import type { OutputConstraint } from '../../shared/src/generation.ts'
 
 /**
  * Model runners that take turns at the machine, one engine step each, so that two engines
@@ -61,6 +62,12 @@ export class TurnRunner implements ModelRunner {
 
   get info() {
     return this.inner.info
+  }
+
+  /** Compiling a grammar is not a step: it takes no turn. */
+  prepare(constraint: OutputConstraint): Promise<void> {
+    if (!this.inner.prepare) return Promise.reject(new Error('structured output is not available on this model runner'))
+    return this.inner.prepare(constraint)
   }
 
   async step(plan: StepPlan): Promise<StepResult> {

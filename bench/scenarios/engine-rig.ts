@@ -8,11 +8,12 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { continuousBatching, type BatchingPolicy } from '../../gpu-node/src/engine/batching-policy.ts'
 import { staticBatching } from '../../gpu-node/test/support/static-batching.ts'
 import { Engine } from '../../gpu-node/src/engine/engine.ts'
-import { GREEDY } from '../../gpu-node/src/engine/types.ts'
+import { GREEDY, type EngineRequest } from '../../gpu-node/src/engine/types.ts'
 import type { ModelDir } from '../../gpu-node/src/model/model-dir.ts'
 import { OnnxRunner } from '../../gpu-node/src/model/onnx-runner.ts'
 import type { ModelRunner, StepPlan, StepResult } from '../../gpu-node/src/model/runner.ts'
 import type { ModelTokenizer } from '../../gpu-node/src/model/tokenizer.ts'
+import type { OutputConstraint } from '../../shared/src/generation.ts'
 import type { BenchContext } from '../lib/report-types.ts'
 
 export const STREAMS = 32
@@ -38,11 +39,16 @@ export interface StepRecord {
 }
 
 /** The product's runner, with each step's timing written down (costs two performance.now()). */
-class TimedRunner implements ModelRunner {
+export class TimedRunner implements ModelRunner {
   steps: StepRecord[] = []
   constructor(private readonly inner: ModelRunner) {}
   get info() {
     return this.inner.info
+  }
+  prepare(constraint: OutputConstraint): Promise<void> {
+    // As the engine answers for a runner without structured output.
+    if (!this.inner.prepare) return Promise.reject(new Error('structured output is not available on this model runner'))
+    return this.inner.prepare(constraint)
   }
   async step(plan: StepPlan): Promise<StepResult> {
     const callAt = performance.now()
@@ -76,6 +82,10 @@ export interface JobResult {
   tokens: number
   reason?: string
   rejected?: boolean
+  /** Prompt tokens served from the prefix cache (the finish's usage). */
+  cachedTokens?: number
+  /** The answer's text, when asked for (submitRequest's keepText). */
+  text?: string
 }
 
 let nextJob = 1
@@ -90,22 +100,34 @@ export function promptFor(i: number, vocab: number, eos: number[]): number[] {
 
 /** Submits one request; resolves at its finish. `tokenTimes` collects one timestamp per generated token. */
 export function submitJob(b: BenchEngine, prompt: number[], maxTokens: number, signal?: AbortSignal, tokenTimes?: number[]): Promise<JobResult> {
-  const id = `bench-${nextJob++}`
+  return submitRequest(b.engine, { id: `bench-${nextJob++}`, promptTokens: prompt, maxTokens, stop: [], sampling: GREEDY, priority: 0, ignoreEos: true }, { signal, tokenTimes })
+}
+
+/**
+ * Submits any engine request (a constraint, `after`, a cache salt…); resolves at its finish.
+ * `tokenTimes` collects one timestamp per generated token; `keepText` keeps the answer's text.
+ */
+export function submitRequest(engine: Engine, req: EngineRequest, opts: { signal?: AbortSignal; tokenTimes?: number[]; keepText?: boolean } = {}): Promise<JobResult> {
+  const { signal, tokenTimes } = opts
+  const id = req.id
   const res: JobResult = { submittedAt: performance.now(), tokens: 0 }
+  if (opts.keepText) res.text = ''
   return new Promise((resolve) => {
-    const onAbort = () => b.engine.abort(id)
-    const r = b.engine.submit({ id, promptTokens: prompt, maxTokens, stop: [], sampling: GREEDY, priority: 0, ignoreEos: true }, (ev) => {
+    const onAbort = () => engine.abort(id)
+    const r = engine.submit(req, (ev) => {
       const t = performance.now()
       if (ev.type === 'text') {
         res.firstTextAt ??= t
         if (tokenTimes) for (let k = res.tokens; k < ev.completionTokens; k++) tokenTimes.push(t)
         res.tokens = ev.completionTokens
+        if (res.text !== undefined) res.text += ev.text
         return
       }
       res.finishedAt = t
       res.reason = ev.reason
       if (tokenTimes) for (let k = res.tokens; k < ev.usage.completionTokens; k++) tokenTimes.push(t)
       res.tokens = ev.usage.completionTokens
+      res.cachedTokens = ev.usage.cachedTokens
       signal?.removeEventListener('abort', onAbort)
       resolve(res)
     })

@@ -8,15 +8,22 @@
  * - `structured.mask_us_per_token_p50`: one row's mask + accept per token (the grammar's bitmask,
  *   the logits masked, the control-byte and UTF-8 rules, the matcher advanced), over walks that
  *   sample from seeded random logits within the mask until the grammar ends.
+ * Then on the model itself (structured-engine.ts), one engine built as the node builds it:
+ * - `structured.json_schema_over_free_tokens_per_s`: 32 rows each constrained by a bounded object
+ *   schema ÷ the same 32 rows free, as many tokens row by row, tokens/s.
+ * - `structured.n4_over_n1_time`: one request with n = 4 ÷ one with n = 1, wall time (32 new
+ *   tokens, a 120-token prompt), n submitted as the node's route submits it.
  */
 import { performance } from 'node:perf_hooks'
 import { argmax } from '../../gpu-node/src/sampling/sampler.ts'
 import { readModelDir } from '../../gpu-node/src/model/model-dir.ts'
+import { ensureGeneratedModel } from '../../gpu-node/tools/generate-model/ensure-model.ts'
 import { Grammars } from '../../gpu-node/src/structured/grammars.ts'
 import { encodedVocab } from '../../gpu-node/src/structured/tokenizer-info.ts'
 import { seededRandom } from '../../shared/test/support/seeded-random.ts'
 import type { BenchContext, SectionResult } from '../lib/report-types.ts'
 import { median, round, summarize } from '../lib/stats.ts'
+import { runStructuredEngine } from './structured-engine.ts'
 
 /** A typical tool or response schema; `i` makes each one new to the compiler. */
 function schema(i: number): string {
@@ -35,6 +42,7 @@ function schema(i: number): string {
 }
 
 export async function runStructured(ctx: BenchContext, opts: { modelDir: string }): Promise<SectionResult> {
+  if (await ensureGeneratedModel(opts.modelDir, (l) => ctx.log(l))) ctx.log(`generated ${opts.modelDir}`)
   const dir = readModelDir(opts.modelDir)
   const vocabSize = dir.config.vocabSize
   const grammars = new Grammars(encodedVocab(dir.tokenizerJson, vocabSize), dir.eosTokenIds)
@@ -78,9 +86,11 @@ export async function runStructured(ctx: BenchContext, opts: { modelDir: string 
   }
   const maskUs = median(perToken)
   ctx.log(`mask + accept per token per row, ${walks} walks (${median(lengths)} tokens median): p50 ${round(maskUs, 1)} µs`)
+
+  const onModel = await runStructuredEngine(ctx, opts.modelDir)
   return {
-    figures: { mask_us_per_token_p50: round(maskUs, 1), compile_ms_p50: round(median(compileMs), 1) },
-    raw: { vocab_size: vocabSize, setup_ms: round(setupMs, 1), compile_ms: summarize(compileMs), mask_us: summarize(perToken), walk_tokens: summarize(lengths) },
-    notes: ['Structured output: xgrammar (@mlc-ai/web-xgrammar) in this process on the small preset\'s vocabulary; mask + accept timed per token around the sampler\'s argmax (excluded).'],
+    figures: { mask_us_per_token_p50: round(maskUs, 1), compile_ms_p50: round(median(compileMs), 1), ...onModel.figures },
+    raw: { vocab_size: vocabSize, setup_ms: round(setupMs, 1), compile_ms: summarize(compileMs), mask_us: summarize(perToken), walk_tokens: summarize(lengths), model: opts.modelDir, ...onModel.raw },
+    notes: ['Structured output: xgrammar (@mlc-ai/web-xgrammar) in this process on the small preset\'s vocabulary; mask + accept timed per token around the sampler\'s argmax (excluded).', ...onModel.notes],
   }
 }

@@ -7,6 +7,7 @@ import { hostname } from 'node:os'
 import { z } from 'zod'
 import { configError, envFlag as flag, envFlagOn as flagDefaultOn, envInt as int, issueLines, pickKnown } from '../../shared/src/env-config.ts'
 import type { EngineLimits } from './engine/types.ts'
+import { TOOL_CALL_FORMATS, type ToolCallFormatName } from './structured/tool-call-format.ts'
 
 const optionalString = z
   .string()
@@ -48,6 +49,8 @@ const EnvSchema = z.object({
   /** 0 lets ONNX Runtime choose. */
   INTRA_OP_THREADS: int(0, 1024).default(0),
   SLOT_KV_EDIT: flagDefaultOn,
+  /** How the model writes tool calls (vLLM's --tool-call-parser); `auto` reads it from the chat template. */
+  TOOL_CALL_FORMAT: z.enum(['auto', ...TOOL_CALL_FORMATS]).default('auto'),
   TLS_CERT: optionalString,
   TLS_KEY: optionalString,
   MAX_BODY_BYTES: int(1).default(1024 * 1024),
@@ -82,6 +85,8 @@ export interface NodeConfig {
    * (model/slot-kv-edit.ts). Off only to compare with the unedited concat path.
    */
   slotKvEdit: boolean
+  /** The tool-call format to constrain and parse; undefined: the chat template's (tool-call-format.ts). */
+  toolCallFormat?: ToolCallFormatName
   /** PEM file paths; both set or plaintext (HTTP/1.1 + h2c). */
   tls?: { certFile: string; keyFile: string }
   maxBodyBytes: number
@@ -125,6 +130,7 @@ export function parseNodeConfig(env: Record<string, string | undefined>): NodeCo
     executionProvider: e.EXECUTION_PROVIDER,
     intraOpThreads: e.INTRA_OP_THREADS,
     slotKvEdit: e.SLOT_KV_EDIT,
+    toolCallFormat: e.TOOL_CALL_FORMAT === 'auto' ? undefined : e.TOOL_CALL_FORMAT,
     tls: e.TLS_CERT && e.TLS_KEY ? { certFile: e.TLS_CERT, keyFile: e.TLS_KEY } : undefined,
     maxBodyBytes: e.MAX_BODY_BYTES,
     keepAliveMs: e.KEEPALIVE_MS,

@@ -36,6 +36,7 @@ async function main(log: Logger): Promise<void> {
     executionProvider: config.executionProvider,
     intraOpThreads: config.intraOpThreads,
     slotKvEdit: config.slotKvEdit,
+    ...(config.toolCallFormat ? { toolCallFormat: config.toolCallFormat } : {}),
     limits: config.limits,
     observer: createMetricsObserver(metrics),
   })

@@ -237,7 +237,7 @@ describe('Anthropic messages through the edge', () => {
 
 describe('SDK error classes for the edge answers', () => {
   it('400: BadRequestError with the dialect body naming the field', async () => {
-    const oe = await rejectionOf(openai.chat.completions.create({ ...chat('hi', 4), n: 2 }))
+    const oe = await rejectionOf(openai.chat.completions.create({ ...chat('hi', 4), n: 9 }))
     expect(oe).toBeInstanceOf(OpenAI.BadRequestError)
     expect((oe as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({ type: 'invalid_request_error', param: 'n' })
 

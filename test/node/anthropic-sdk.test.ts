@@ -136,7 +136,7 @@ describe('errors through the @anthropic-ai/sdk', () => {
     ['an unknown field', { frobnicate: 1 }],
     ['empty messages', { messages: [] }],
     ['a temperature above 1', { temperature: 1.5 }],
-    ['a tool definition', { tools: [{ name: 't', input_schema: { type: 'object' } }] }],
+    ['a server tool', { tools: [{ type: 'web_search_20250305', name: 'web_search' }] }],
   ])('rejects %s with BadRequestError (invalid_request_error)', async (_name, patch) => {
     const err = await client.messages.create({ ...greedy('hi', 4), ...patch } as MessageCreateParamsNonStreaming).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(Anthropic.BadRequestError)

@@ -69,7 +69,7 @@ const CASES: Case[] = [
   { name: 'a missing model', body: (p) => ({ ...valid(p), model: undefined }), says: /'model' is required/i, param: () => 'model' },
   { name: 'empty messages', body: (p) => ({ ...valid(p), messages: [] }), says: /'messages' must not be empty/i, param: () => 'messages', only: [CHAT, MESSAGES] },
   { name: 'an empty prompt', body: () => ({ ...valid(COMPLETIONS), prompt: '' }), says: /'prompt' must/i, param: () => 'prompt', only: [COMPLETIONS] },
-  { name: 'n = 2', body: (p) => ({ ...valid(p), n: 2 }), says: /n > 1 is not supported/i, param: () => 'n', only: [CHAT, COMPLETIONS] },
+  { name: 'n = 9', body: (p) => ({ ...valid(p), n: 9 }), says: /'n' must be at most 8/i, param: () => 'n', only: [CHAT, COMPLETIONS] },
   { name: 'n = 2 (not an Anthropic field)', body: (p) => ({ ...valid(p), n: 2 }), says: /'n' is not a supported parameter/i, only: [MESSAGES] },
   {
     name: 'max_tokens beyond the context',
@@ -103,10 +103,46 @@ const CASES: Case[] = [
     only: [CHAT, MESSAGES],
   },
   {
-    name: 'a tool message',
-    body: (p) => ({ ...valid(p), messages: [{ role: 'tool', content: SECRET }] }),
-    says: /role/i,
+    name: 'a tool message that answers no call',
+    body: () => ({ ...valid(CHAT), messages: [{ role: 'user', content: 'x' }, { role: 'tool', content: SECRET, tool_call_id: 'call_1' }] }),
+    says: /answers the tool call 'call_1', which no earlier assistant turn made/i,
+    param: () => 'messages[1].tool_call_id',
+    only: [CHAT],
+  },
+  {
+    name: 'a tool_result that answers no call',
+    body: () => ({ ...valid(MESSAGES), messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: SECRET }] }] }),
+    says: /answers the tool call 'toolu_1', which no earlier assistant turn made/i,
+    only: [MESSAGES],
+  },
+  {
+    name: 'a tool whose parameters use a keyword the grammar engine cannot enforce',
+    body: (p) => p === CHAT
+      ? { ...valid(p), tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { [SECRET.slice(0, 8)]: { type: 'integer', multipleOf: 3 } } } } }] }
+      : { ...valid(p), tools: [{ name: 'f', input_schema: { type: 'object', properties: { n: { type: 'integer', multipleOf: 3 } } } }] },
+    says: /multipleOf' is not supported/i,
     only: [CHAT, MESSAGES],
+  },
+  {
+    name: 'a tool name outside ^[a-zA-Z0-9_-]{1,64}$',
+    body: (p) => (p === CHAT ? { ...valid(p), tools: [{ type: 'function', function: { name: 'no spaces' } }] } : { ...valid(p), tools: [{ name: 'no spaces', input_schema: { type: 'object' } }] }),
+    says: /must be 1-64 characters/i,
+    param: (p) => (p === CHAT ? 'tools[0].function.name' : 'tools[0].name'),
+    only: [CHAT, MESSAGES],
+  },
+  {
+    name: 'required tool use with no tools',
+    body: (p) => (p === CHAT ? { ...valid(p), tool_choice: 'required' } : { ...valid(p), tool_choice: { type: 'any' } }),
+    says: /requires a tool call, but the request has no 'tools'/i,
+    param: () => 'tool_choice',
+    only: [CHAT, MESSAGES],
+  },
+  {
+    name: 'top_logprobs out of range',
+    body: () => ({ ...valid(CHAT), logprobs: true, top_logprobs: 21 }),
+    says: /'top_logprobs' must be at most 20/i,
+    param: () => 'top_logprobs',
+    only: [CHAT],
   },
   { name: 'a token-id prompt', body: () => ({ ...valid(COMPLETIONS), prompt: [1, 2, 3] }), says: /token-id prompts are not supported/i, only: [COMPLETIONS] },
 ]

@@ -189,7 +189,7 @@ describe('models and errors through the openai SDK', () => {
   })
 
   it.each([
-    ['n = 2', { n: 2 }, 'n'],
+    ['n = 9', { n: 9 }, 'n'],
     ['an unknown field', { frobnicate: true }, 'frobnicate'],
     ['empty messages', { messages: [] }, 'messages'],
   ])('rejects %s with BadRequestError naming the field', async (_name, patch, param) => {

@@ -41,7 +41,20 @@ function ending(frames: readonly RawFrame[]): unknown[] {
   })
 }
 
-/** Cuts `full` after each content frame (and before the first) and checks each continuation. */
+/**
+ * Where a stream may be cut: between the node's writes. A content write starts with its id line
+ * and may hold several frames (Anthropic's first text opens its block: content_block_start,
+ * ping, delta); the node writes each at once, so a death delivers all of a write or none of it.
+ * The cuts: before each content write, and after the last one (before the closing frames).
+ */
+function writeEnds(frames: readonly RawFrame[]): number[] {
+  const starts = frames.flatMap((f, i) => (f.id ? [i] : []))
+  let end = starts[starts.length - 1]! + 1
+  while (end < frames.length && ['content_block_start', 'ping', 'content_block_delta'].includes(frames[end]!.event ?? '')) end++
+  return [...starts, end]
+}
+
+/** Cuts `full` between its writes (before the first content, and after each) and checks each continuation. */
 async function expectExactAtEveryCut(path: Path, body: unknown, extraHeaders: Record<string, string> = {}): Promise<RawFrame[]> {
   // The edge sends a continuation with the original request id: the response ids are built from it.
   const headers = { 'x-request-id': `resume-${Math.random().toString(36).slice(2)}`, ...extraHeaders }
@@ -50,7 +63,7 @@ async function expectExactAtEveryCut(path: Path, body: unknown, extraHeaders: Re
   const contentAt = full.frames.flatMap((f, i) => (f.id ? [i] : []))
   expect(contentAt.length).toBeGreaterThan(2)
   const allTokens = deliveredAfter(full.frames, full.frames.length)
-  for (const cut of [contentAt[0], ...contentAt.map((i) => i + 1)]) {
+  for (const cut of writeEnds(full.frames)) {
     const delivered = deliveredAfter(full.frames, cut)
     const cont = await streamFrames(node.url, path, body, { ...RESUMABLE, ...headers, 'x-zl-resume': resumeHeader(delivered, flushedAfter(full.frames, cut)) })
     expect(cont.status).toBe(200)

@@ -41,5 +41,7 @@ describe('tokenCost', () => {
   it('is bytes/4 (rounded up) plus max_tokens, with a default for unbounded requests', () => {
     expect(tokenCost(10, 5)).toBe(3 + 5)
     expect(tokenCost(0, undefined)).toBe(UNBOUNDED_COMPLETION_TOKENS)
+    // n choices: the prompt once, each choice's budget.
+    expect(tokenCost(10, 5, 4)).toBe(3 + 20)
   })
 })

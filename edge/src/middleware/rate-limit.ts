@@ -21,8 +21,9 @@ export const UNBOUNDED_COMPLETION_TOKENS = 1024
 /** Retry hint when the limiter's store is down and the mode is closed. */
 const STORE_RETRY_MS = 1000
 
-export function tokenCost(bodyBytes: number, maxTokens: number | undefined): number {
-  return Math.ceil(bodyBytes / 4) + (maxTokens ?? UNBOUNDED_COMPLETION_TOKENS)
+/** The prompt (estimated from the body) once, and each of the `n` choices' completion budget. */
+export function tokenCost(bodyBytes: number, maxTokens: number | undefined, n = 1): number {
+  return Math.ceil(bodyBytes / 4) + (maxTokens ?? UNBOUNDED_COMPLETION_TOKENS) * n
 }
 
 /** A limited route's first step: its limits' state, and the dialect whose headers say them. */
@@ -63,7 +64,7 @@ export function limitTokens(limiter: RateLimiter, now: () => number, readAlong?:
     if (state.requests?.degraded) return
     const { keyId, tpm } = c.get('principal')
     const { body, gen } = c.get('generate')
-    const cost = tokenCost(body.byteLength, gen.maxTokens)
+    const cost = tokenCost(body.byteLength, gen.maxTokens, gen.n)
     const affinity = c.get('affinity')
     const withdraw = affinity && readAlong ? readAlong.ask(keyId, affinityRedisKey(affinity.hash)) : undefined
     let decision: LimitDecision

@@ -56,7 +56,7 @@ const HOSTILE: Array<[string, string | Uint8Array, number]> = [
   ['invalid UTF-8', new Uint8Array([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x3a, 0x31, 0x7d]), 400],
   ['null model', JSON.stringify({ model: null, messages: [{ role: 'user', content: 'x' }] }), 400],
   ['unquoted keys', '{model: tiny, messages: []}', 400],
-  ['n = 2', JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], n: 2 }), 400],
+  ['n = 9', JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], n: 9 }), 400],
   ['empty', '', 400],
   ['over 1 MiB', JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'a'.repeat(1024 * 1024) }] }), 413],
 ]

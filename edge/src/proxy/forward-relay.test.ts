@@ -51,7 +51,7 @@ function deps(upstream: UpstreamFetch, extra: Partial<ForwardDeps> = {}): Forwar
   return { upstream, secret: 'zl-test-edge-secret-0123456789', connectTimeoutMs: 1000, requestTimeoutMs: 5000, markDown: () => {}, now: Date.now, ...extra }
 }
 
-const request = { path: '/v1/chat/completions', body: enc.encode('{}'), stream: true, codec: getDialect('openai-chat'), requestId: 'req-1', traceparent: '00-0123456789abcdef0123456789abcdef-0123456789abcdef-01', tenant: 't', keyId: 'k', priority: 0, edge: 'test', startedAtMs: Date.now(), seed: 42 }
+const request = { path: '/v1/chat/completions', body: enc.encode('{}'), stream: true, resumable: true, codec: getDialect('openai-chat'), requestId: 'req-1', traceparent: '00-0123456789abcdef0123456789abcdef-0123456789abcdef-01', tenant: 't', keyId: 'k', priority: 0, edge: 'test', startedAtMs: Date.now(), seed: 42 }
 
 /** Runs a relay into a stand-in of the server's response and returns what it wrote. */
 async function relayed(response: Response): Promise<string> {

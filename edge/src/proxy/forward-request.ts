@@ -17,6 +17,11 @@ export interface ForwardRequest {
   path: string
   body: Uint8Array
   stream: boolean
+  /**
+   * A stream that may be continued on another node (DESIGN.md §4 Resume): every stream but one
+   * with several choices (OpenAI `n`), whose id lines would have to say which choice a token is of.
+   */
+  resumable: boolean
   /** The client's dialect: shapes the error event of a stream that breaks. */
   codec: DialectCodec
   requestId: string

@@ -64,7 +64,7 @@ export async function forward(nodes: readonly RankedNode[], req: ForwardRequest,
         attempts.moveOn()
         continue
       }
-      if (req.stream && sse && attempt.res.status === 200 && (deps.maxResumes ?? MAX_RESUMES) > 0) return resumingStream(attempt.res, answering, nodes, req, deps)
+      if (req.resumable && sse && attempt.res.status === 200 && (deps.maxResumes ?? MAX_RESUMES) > 0) return resumingStream(attempt.res, answering, nodes, req, deps)
       const piped = passThrough(attempt.res, { codec: req.codec, sse, now: deps.now })
       return answered(answering, { status: attempt.res.status, body: clientBody(piped, sse, deps), finished: piped.finished, sse, relay: piped.relay })
     }

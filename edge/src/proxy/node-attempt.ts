@@ -59,7 +59,7 @@ export async function send(node: RankedNode, req: ForwardRequest, deps: ForwardD
 function wireHeaders(req: ForwardRequest, signedPath: string, deps: ForwardDeps): Record<string, string> | Promise<Record<string, string>> {
   const nowMs = deps.now()
   const resume: Record<string, string> = {}
-  if (req.stream && (deps.maxResumes ?? MAX_RESUMES) > 0) {
+  if (req.resumable && (deps.maxResumes ?? MAX_RESUMES) > 0) {
     // Every stream asks for id lines (the edge's delivery record) and carries its fixed seed;
     // with resume off (MAX_RESUMES=0) the stream is the plain pipe, without id lines.
     resume[RESUME_HEADERS.resumable] = '1'

@@ -70,6 +70,7 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
         path: codec.path,
         body,
         stream: gen.stream,
+        resumable: gen.stream && (gen.n ?? 1) === 1,
         codec,
         requestId: c.get('requestId'),
         traceparent: c.get('traceparent'),

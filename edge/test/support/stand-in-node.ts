@@ -9,6 +9,7 @@
  *   without `stream`, a JSON answer of FIREHOSE_JSON_TEXT '~'s written in FIREHOSE_FRAME_PAYLOAD pieces).
  * Protocols: HTTP/1.1 (what workerd speaks to origins) or h2c with prior knowledge (the Node edge).
  */
+import { textChoice } from '../../../shared/src/generation.ts'
 import http from 'node:http'
 import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
@@ -131,7 +132,7 @@ async function handle(req: Req, res: Res, opts: StandInOptions): Promise<void> {
   const parsed = JSON.parse(body.toString('utf8')) as { model: string; stream?: boolean }
   const meta = { requestId, model: parsed.model, created: 1_700_000_000 }
   if (!parsed.stream) {
-    const answer = codec.jsonBody(meta, `hello from ${opts.id}`, 'stop', { promptTokens: 3, completionTokens: 3 })
+    const answer = codec.jsonBody(meta, [textChoice(`hello from ${opts.id}`, 'stop')], { promptTokens: 3, completionTokens: 3 })
     if (mode === 'break') {
       // Headers and half the document, then the socket dies.
       const text = JSON.stringify(answer)
@@ -141,7 +142,7 @@ async function handle(req: Req, res: Res, opts: StandInOptions): Promise<void> {
       return
     }
     if (mode === 'firehose') {
-      const text = JSON.stringify(codec.jsonBody(meta, '~'.repeat(FIREHOSE_JSON_TEXT), 'stop', { promptTokens: 3, completionTokens: 3 }))
+      const text = JSON.stringify(codec.jsonBody(meta, [textChoice('~'.repeat(FIREHOSE_JSON_TEXT), 'stop')], { promptTokens: 3, completionTokens: 3 }))
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), 'x-request-id': requestId })
       for (let at = 0; at < text.length; at += FIREHOSE_FRAME_PAYLOAD) write(res, text.slice(at, at + FIREHOSE_FRAME_PAYLOAD))
       res.end()

@@ -89,6 +89,7 @@ export class Engine implements EngineHandle {
     const eos = this.opts.runner.info.eosTokenIds
     const seqId = this.nextSeqId++
     const seq = new Sequence(seqId, seqId, req, this.opts.decoder, eos, this.now())
+    if (req.after !== undefined) seq.leader = this.admitted.get(req.after)?.seq
     if (req.deadlineMs !== undefined && this.now() + this.estimateWaitMs() > req.deadlineMs) {
       return { ok: false, code: 'overloaded', retryAfterMs: this.estimateWaitMs() }
     }

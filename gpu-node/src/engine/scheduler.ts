@@ -125,7 +125,7 @@ export class Scheduler {
       if (!seq || seq.state !== 'running') continue
       seq.kvLen++
       this.saveBlocks(seq)
-      if (seq.append(tokens[i], this.outbox)) this.retire(seq)
+      if (seq.append(tokens[i], this.outbox, result.decoded.logprobs?.[i])) this.retire(seq)
     }
     const joined = new Set(result.joined.seqIds)
     for (const part of plan.prefill) {
@@ -144,7 +144,7 @@ export class Scheduler {
       this.running.push(seq)
       seq.kvLen = seq.tokens.length
       this.saveBlocks(seq)
-      if (seq.append(result.joined.tokens[i], this.outbox)) this.retire(seq)
+      if (seq.append(result.joined.tokens[i], this.outbox, result.joined.logprobs?.[i])) this.retire(seq)
     }
     return this.takeEvents()
   }
@@ -155,6 +155,7 @@ export class Scheduler {
     if (seq.prefilled === seq.reused) {
       part.start = { sampling: seq.req.sampling, promptLen: seq.promptLen, banEos: seq.req.ignoreEos === true, tokens: seq.tokens.slice() }
       if (seq.req.constraint) part.start.constraint = seq.req.constraint
+      if (seq.req.logprobs) part.start.logprobs = seq.req.logprobs.top
       if (seq.reused > 0) part.start.prefix = seq.blocks.map((b) => b.slot)
     }
     return part
@@ -216,6 +217,7 @@ export class Scheduler {
         continue
       }
       if (!this.mayJoinBatch(next)) return
+      if (this.awaitsLeader(next)) return
       // A cached prefix is a past to continue, which the left-padded chunk cannot hold: such
       // prompts share a tick only with each other, each run on its own, their rests within the chunk.
       const hit = this.prefixHit(next)
@@ -255,6 +257,17 @@ export class Scheduler {
     const len = seq.tokens.length
     if (len > this.limits.prefillChunkTokens) return false
     return this.running.every((r) => r.tokens.length === len) && this.prefilling.every((p) => p.tokens.length === len)
+  }
+
+  /**
+   * Another choice of the same prompt (`n`) waits while its leader's prompt is prefilled: the
+   * tick after, the prompt's blocks are in the prefix cache and only its last partial block is
+   * computed again. Without the cache, or for a prompt shorter than a block, it would gain nothing.
+   */
+  private awaitsLeader(seq: Sequence): boolean {
+    const leader = seq.leader
+    if (!leader || !this.prefix || seq.promptLen < this.prefix.blockTokens) return false
+    return leader.state === 'waiting' || leader.state === 'prefilling'
   }
 
   /** Would the batch, with `seq` and those already prefilling joined, stay within the batch cap and the KV budget? */

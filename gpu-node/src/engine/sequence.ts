@@ -1,7 +1,8 @@
 import { IncrementalDetokenizer, type TokenDecoder } from './detokenizer.ts'
 import { StopChecker } from './stop-checker.ts'
 import type { CachedBlock } from './prefix-cache.ts'
-import type { EngineRequest, FinishReason, RequestEvent } from './types.ts'
+import type { EngineEvent, EngineRequest, FinishReason, RequestEvent } from './types.ts'
+import type { TokenLogprob } from '../../../shared/src/generation.ts'
 
 /** A request's life, in order. */
 export type SequenceState = 'waiting' | 'prefilling' | 'running' | 'finished'
@@ -31,11 +32,17 @@ export class Sequence {
   /** Prompt tokens whose blocks this sequence saved first: the usage's cacheCreationTokens. */
   createdTokens = 0
   readonly arrivalMs: number
+  /** The choice of the same prompt whose prefill this one waits for (EngineRequest.after). */
+  leader?: Sequence
   private readonly detok: IncrementalDetokenizer
   private readonly stopper: StopChecker
   private readonly eos: ReadonlySet<number>
   /** Generated tokens whose text has been reported by a text event (or was delivered before a resume). */
   private reported = 0
+  /** Log-probability entries of the generated tokens not yet reported. */
+  private logprobs: TokenLogprob[] = []
+  /** A continuation's delivered text, until its event is out. */
+  private replayed: string | undefined
 
   constructor(
     readonly seqId: number,
@@ -61,16 +68,22 @@ export class Sequence {
    * (the client has it). They ended no generation originally, so no EOS or stop check applies.
    */
   private replay(delivered: readonly number[]): void {
+    let text = ''
     for (const token of delivered) {
       this.tokens.push(token)
-      this.stopper.push(this.detok.push(token))
+      text += this.stopper.push(this.detok.push(token)).emit
     }
     this.reported = delivered.length
     // The flush frame went out too: what the pipeline holds is already the client's.
-    if (this.req.resumeFlushed) {
-      this.stopper.push(this.detok.flush())
-      this.stopper.flush()
-    }
+    if (this.req.resumeFlushed) text += this.stopper.push(this.detok.flush()).emit + this.stopper.flush()
+    this.replayed = text
+  }
+
+  /** The replayed text's event, ahead of the first event after a resume. */
+  private emitReplayed(out: RequestEvent[]): void {
+    if (this.replayed === undefined) return
+    out.push({ id: this.req.id, event: { type: 'text', text: this.replayed, completionTokens: this.generated, tokens: [], replayed: true } })
+    this.replayed = undefined
   }
 
   get priority(): number {
@@ -82,17 +95,29 @@ export class Sequence {
   }
 
   /** Appends a sampled token, its text event (if any) to `out`; returns true when the sequence finished. */
-  append(token: number, out: RequestEvent[]): boolean {
+  append(token: number, out: RequestEvent[], logprob?: TokenLogprob | null): boolean {
+    this.emitReplayed(out)
     // Only a continuation can get here with its budget spent (its stream broke between the last
     // text and the finish): the answer ended at the length limit, as it did originally.
     if (this.generated >= this.req.maxTokens) return this.finish(out, 'length')
     if (this.eos.has(token)) return this.finish(out, 'stop')
     this.tokens.push(token)
+    if (logprob) this.logprobs.push(logprob)
     const { emit, stopped } = this.stopper.push(this.detok.push(token))
-    if (emit) out.push({ id: this.req.id, event: { type: 'text', text: emit, completionTokens: this.generated, tokens: this.takeReported() } })
+    if (emit) out.push({ id: this.req.id, event: this.textEvent(emit) })
     if (stopped !== undefined) return this.finish(out, 'stop_sequence', stopped)
     if (this.generated >= this.req.maxTokens) return this.finish(out, 'length')
     return false
+  }
+
+  /** A text event for `text`, with the tokens (and their log probabilities) it completes. */
+  private textEvent(text: string): Extract<EngineEvent, { type: 'text' }> {
+    const event: Extract<EngineEvent, { type: 'text' }> = { type: 'text', text, completionTokens: this.generated, tokens: this.takeReported() }
+    if (this.logprobs.length > 0) {
+      event.logprobs = this.logprobs
+      this.logprobs = []
+    }
+    return event
   }
 
   /** The generated tokens not yet reported: all of them have their text in the event being built. */
@@ -106,9 +131,10 @@ export class Sequence {
   finish(out: RequestEvent[], reason: FinishReason, stopSequence?: string, errorCode?: string): true {
     if (this.state === 'finished') return true
     this.state = 'finished'
+    this.emitReplayed(out)
     if (reason === 'stop' || reason === 'length') {
       const rest = this.stopper.push(this.detok.flush()).emit + this.stopper.flush()
-      if (rest) out.push({ id: this.req.id, event: { type: 'text', text: rest, completionTokens: this.generated, tokens: this.takeReported(), flush: true } })
+      if (rest) out.push({ id: this.req.id, event: { ...this.textEvent(rest), flush: true } })
     }
     out.push({ id: this.req.id, event: {
       type: 'finish',

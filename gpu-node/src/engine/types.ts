@@ -4,7 +4,7 @@
  * server and into EngineRequest by the engine.
  */
 
-import type { FinishReason, OutputConstraint, SamplingParams, Usage } from '../../../shared/src/generation.ts'
+import type { FinishReason, OutputConstraint, SamplingParams, TokenLogprob, Usage } from '../../../shared/src/generation.ts'
 import type { PrefixCacheStats } from './prefix-cache.ts'
 
 export type { FinishReason, SamplingParams, Usage }
@@ -50,6 +50,8 @@ export interface EngineRequest {
   ignoreEos?: boolean
   /** What the output must match (structured output): each token is chosen among those the grammar allows. */
   constraint?: OutputConstraint
+  /** Report each generated token's log probability and this many alternatives (text events' `logprobs`). */
+  logprobs?: { top: number }
   /** Prefix-cache salt: requests reuse each other's cached blocks only when their salts are equal (the tenant). */
   cacheSalt?: string
   /**
@@ -60,13 +62,20 @@ export interface EngineRequest {
   resumeTokens?: number[]
   /** The client also has the text the finish flush released after resumeTokens: flush silently after the replay. */
   resumeFlushed?: boolean
+  /**
+   * Another choice of the same prompt (OpenAI `n`), submitted before this one: this request is
+   * admitted only once that one's prompt has joined the batch, so its prompt's KV comes from the
+   * prefix cache instead of being computed again (with the cache on and a prompt of a block or more).
+   */
+  after?: string
 }
 
 /** What a request's consumer receives, in order: zero or more `text`, then exactly one `finish`. */
 export type EngineEvent =
   /** `tokens`: the generated ids whose text this event completes (since the previous text event). */
   /** `flush`: the text held to the end, released as the sequence finishes. */
-  | { type: 'text'; text: string; completionTokens: number; tokens: number[]; flush?: true }
+  /** `replayed`: a continuation's delivered text, once, before anything new: the client has it; consumers rebuild their state from it and send nothing. */
+  | { type: 'text'; text: string; completionTokens: number; tokens: number[]; flush?: true; replayed?: true; logprobs?: TokenLogprob[] }
   | { type: 'finish'; reason: FinishReason; usage: Usage; stopSequence?: string; error?: { code: string } }
 
 /** An event and the request it belongs to, as the scheduler returns them for the engine to deliver. */

@@ -1,12 +1,13 @@
 import { Template } from '@huggingface/jinja'
 import { ApiError } from '../../../shared/src/api-error.ts'
 import { clipText } from '../../../shared/src/clip-text.ts'
-import type { ChatMessage } from '../../../shared/src/generation.ts'
+import type { ChatMessage, ToolSpec } from '../../../shared/src/generation.ts'
+import { CHATML_TOOLS_TEMPLATE } from './chatml-template.ts'
 import { CHAT_TEMPLATE_FILE, ModelDirError, type ModelDir } from './model-dir.ts'
+import { detectToolCallFormat, type ToolCallFormatName } from '../structured/tool-call-format.ts'
 
-/** ChatML, for model directories that ship no template (base models). */
-const FALLBACK_TEMPLATE =
-  "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+/** ChatML (with Hermes-style tools), for model directories that ship no template (base models). */
+const FALLBACK_TEMPLATE = CHATML_TOOLS_TEMPLATE
 
 /** Where the template came from, as the node's start-up log says it. */
 export type ChatTemplateSource = typeof CHAT_TEMPLATE_FILE | 'tokenizer_config.json' | 'ChatML fallback'
@@ -22,6 +23,8 @@ export class ChatTemplate {
   private readonly template: Template
   private readonly text: string
   private readonly specials: Record<string, string>
+  /** How this template teaches its model to write tool calls (the TOOL_CALL_FORMAT setting can override it). */
+  readonly toolCallFormat: ToolCallFormatName
 
   constructor(dir: ModelDir) {
     const raw = dir.tokenizerConfig.chat_template
@@ -36,6 +39,7 @@ export class ChatTemplate {
       throw new ModelDirError(source === CHAT_TEMPLATE_FILE ? CHAT_TEMPLATE_FILE : 'tokenizer_config.json', `chat_template does not compile: ${(e as Error).message}`)
     }
     this.specials = dir.specials.tokens
+    this.toolCallFormat = detectToolCallFormat(text)
   }
 
   /**
@@ -43,9 +47,12 @@ export class ChatTemplate {
    * conversation (raise_exception: roles that do not alternate, a system message where none is
    * allowed) is the client's 400, as vLLM answers it.
    */
-  render(messages: ChatMessage[]): string {
+  render(messages: ChatMessage[], tools?: readonly ToolSpec[]): string {
     try {
-      return this.template.render({ messages, add_generation_prompt: true, ...this.specials })
+      const context: Record<string, unknown> = { messages, add_generation_prompt: true, ...this.specials }
+      // transformers' shape: each tool as OpenAI's function tool, its schema an object.
+      if (tools?.length) context.tools = tools.map((t) => ({ type: 'function', function: { name: t.name, ...(t.description ? { description: t.description } : {}), parameters: JSON.parse(t.parameters) } }))
+      return this.template.render(context)
     } catch (e) {
       throw new ApiError('invalid_request', `The model's chat template does not accept these messages${this.authorsWords(e)}.`, { param: 'messages' })
     }

@@ -3,6 +3,7 @@ import { readModelDir } from './model-dir.ts'
 import { OnnxRunner } from './onnx-runner.ts'
 import type { PromptEncoder } from './prompt-encoder.ts'
 import { ModelTokenizer } from './tokenizer.ts'
+import type { ToolCallFormatName } from '../structured/tool-call-format.ts'
 
 export interface LoadModelOptions {
   modelDir: string
@@ -17,6 +18,8 @@ export interface LoadModelOptions {
   slotKvEdit?: boolean
   /** Tokens per prefix-cache block (the engine's limits.prefixBlockTokens). */
   prefixBlockTokens?: number
+  /** How the model writes tool calls; by default what its chat template teaches (tool-call-format.ts). */
+  toolCallFormat?: ToolCallFormatName
 }
 
 /** The model side, ready to run: what the engine drives and what the HTTP layer encodes with. */
@@ -50,7 +53,8 @@ export async function loadModel(opts: LoadModelOptions): Promise<LoadedModel> {
   const encoder: PromptEncoder = {
     modelId: dir.modelId,
     contextLength: runner.info.contextLength,
-    encodeChat: (messages) => tokenizer.encodeTemplate(template.render(messages)),
+    encodeChat: (messages, tools) => tokenizer.encodeTemplate(template.render(messages, tools)),
+    toolCallFormat: opts.toolCallFormat ?? template.toolCallFormat,
     encodeText: (prompt) => tokenizer.encodeText(prompt),
     defaults: dir.generationDefaults,
   }

@@ -9,6 +9,8 @@ import { floatsOf } from './tensor-dtype.ts'
 import type { KvBlock } from './kv-block.ts'
 import type { GrammarConstraint } from '../structured/grammar-constraint.ts'
 import type { Grammars } from '../structured/grammars.ts'
+import type { TokenLogprob } from '../../../shared/src/generation.ts'
+import { tokenLogprob, type TokenPiece } from '../sampling/logprobs.ts'
 
 /**
  * Executes StepPlans against an ONNX Runtime session: the batch cache, the prefill caches and
@@ -21,6 +23,12 @@ export class ModelStep {
   private readonly samplers = new Map<number, SequenceSampler>()
   /** Constrained sequences' grammar states (structured output). */
   private readonly constraints = new Map<number, GrammarConstraint>()
+  /** Sequences that report log probabilities: how many alternatives each. */
+  private readonly logprobRows = new Map<number, number>()
+  /** This step's joining sequences' first-token entries. */
+  private readonly joinLogprobs = new Map<number, TokenLogprob>()
+  private readonly tokenPiece: TokenPiece | undefined
+  private readonly vocabSize: number
   private readonly grammars: Grammars | undefined
   private readonly kvBudgetBytes: number
   /** The prefix cache's blocks by slot (the engine's prefix-cache.ts decides which). */
@@ -40,9 +48,15 @@ export class ModelStep {
       prefixBlockTokens?: number
       /** The model's grammars (structured output); without them a constrained sequence is refused. */
       grammars?: Grammars
+      /** A token's text and bytes (log probabilities); without it they are refused. */
+      tokenPiece?: TokenPiece
+      /** Tokens the tokenizer has: logits past it (a padded vocabulary) are no token. */
+      vocabSize?: number
     } = {},
   ) {
     this.grammars = opts.grammars
+    this.tokenPiece = opts.tokenPiece
+    this.vocabSize = opts.vocabSize ?? Infinity
     this.kvBudgetBytes = opts.kvBudgetBytes ?? Infinity
     this.prefixBlockTokens = opts.prefixBlockTokens ?? DEFAULT_PREFIX_BLOCK_TOKENS
     this.batch = this.bounded(opts.batch ?? (io.kvCache === 'slots' ? new SlotKvCache(io) : new BatchKvCache(io)))
@@ -58,6 +72,7 @@ export class ModelStep {
       this.samplers.delete(id)
       this.constraints.get(id)?.dispose()
       this.constraints.delete(id)
+      this.logprobRows.delete(id)
     }
     this.batch.relayout(released)
     const result: StepResult = { decoded: { seqIds: [], tokens: [] }, joined: { seqIds: [], tokens: [] }, kvRows: 0, kvTokens: 0, decodeMs: 0, prefillMs: 0 }
@@ -74,6 +89,10 @@ export class ModelStep {
         : await this.prefillMany(plan.prefill)
       this.batch.relayout(new Set(), joins)
       result.joined = { seqIds: joins.map((j) => j.seqId), tokens: joins.map((j) => j.nextToken) }
+      if (this.joinLogprobs.size > 0) {
+        result.joined.logprobs = joins.map((j) => this.joinLogprobs.get(j.seqId) ?? null)
+        this.joinLogprobs.clear()
+      }
       result.prefillMs = performance.now() - t0
     }
     result.kvRows = this.batch.rows
@@ -85,12 +104,31 @@ export class ModelStep {
     const outputs = await this.session.run(this.batch.decodeFeeds())
     this.batch.acceptDecode(outputs)
     const seqIds = this.batch.seqIds.slice()
-    const tokens =
-      this.constraints.size === 0
-        ? seqIds.map((id, r) => this.samplerOf(id).sample(this.lastLogits(outputs, r)))
-        : await Promise.all(seqIds.map((id, r) => this.pick(id, this.lastLogits(outputs, r))))
+    if (this.constraints.size === 0 && this.logprobRows.size === 0) {
+      const tokens = seqIds.map((id, r) => this.samplerOf(id).sample(this.lastLogits(outputs, r)))
+      tokens.forEach((token, r) => (this.batch.nextTokens[r] = token))
+      return { seqIds, tokens }
+    }
+    const picked = await Promise.all(seqIds.map((id, r) => this.choose(id, this.lastLogits(outputs, r))))
+    const tokens = picked.map((p) => p.token)
     tokens.forEach((token, r) => (this.batch.nextTokens[r] = token))
-    return { seqIds, tokens }
+    return this.logprobRows.size === 0 ? { seqIds, tokens } : { seqIds, tokens, logprobs: picked.map((p) => p.logprob ?? null) }
+  }
+
+  /** A row's token, and its log-probability entry when the row asked for one (from the logits before anything changed them). */
+  private async choose(seqId: number, logits: Float32Array): Promise<{ token: number; logprob?: TokenLogprob }> {
+    const top = this.logprobRows.get(seqId)
+    const raw = top === undefined ? undefined : logits.slice()
+    const token = await this.pick(seqId, logits)
+    if (raw === undefined) return { token }
+    return { token, logprob: tokenLogprob(raw, Math.min(raw.length, this.vocabSize), token, top!, this.tokenPiece!) }
+  }
+
+  /** A joining sequence's first token; its log-probability entry, when asked, is kept for the step's result. */
+  private async first(seqId: number, logits: Float32Array): Promise<number> {
+    const { token, logprob } = await this.choose(seqId, logits)
+    if (logprob) this.joinLogprobs.set(seqId, logprob)
+    return token
   }
 
   /**
@@ -116,7 +154,7 @@ export class ModelStep {
     state.accept(outputs, s)
     if (!p.last) return []
     this.prefilling.delete(p.seqId)
-    return [state.join(p.seqId, await this.pick(p.seqId, this.lastLogits(outputs, 0)))]
+    return [state.join(p.seqId, await this.first(p.seqId, this.lastLogits(outputs, 0)))]
   }
 
   /** Whole prompts that continue cached prefixes: each its own B=1 run (their pasts differ). */
@@ -154,7 +192,7 @@ export class ModelStep {
     const joins: KvJoin[] = []
     for (const [r, p] of parts.entries()) {
       this.prefilling.delete(p.seqId)
-      joins.push({ seqId: p.seqId, nextToken: await this.pick(p.seqId, this.lastLogits(outputs, r)), len: p.tokens.length, layers, row: r })
+      joins.push({ seqId: p.seqId, nextToken: await this.first(p.seqId, this.lastLogits(outputs, r)), len: p.tokens.length, layers, row: r })
     }
     return joins
   }
@@ -163,6 +201,10 @@ export class ModelStep {
   private async begin(p: PrefillPart): Promise<void> {
     const start = p.start!
     if (start.constraint) await this.constrain(p.seqId, start)
+    if (start.logprobs !== undefined) {
+      if (!this.tokenPiece) throw new Error('log probabilities are not available: the model runner has no vocabulary')
+      this.logprobRows.set(p.seqId, start.logprobs)
+    }
     // A constrained sequence ends where its grammar does: its EOS is never banned.
     const banned = start.banEos && !start.constraint ? this.eosTokenIds : []
     this.samplers.set(p.seqId, new SequenceSampler(start.sampling, start.tokens, start.promptLen, banned))

@@ -1,4 +1,5 @@
-import type { ChatMessage } from '../../../shared/src/generation.ts'
+import type { ChatMessage, ToolSpec } from '../../../shared/src/generation.ts'
+import type { ToolCallFormatName } from '../structured/tool-call-format.ts'
 import type { GenerationDefaults } from './model-dir.ts'
 
 /**
@@ -12,8 +13,10 @@ export interface PromptEncoder {
   modelId: string
   /** Max prompt + generated tokens per sequence (the model's position limit). */
   contextLength: number
-  /** Chat messages → template (with the generation prompt) → token ids. */
-  encodeChat(messages: ChatMessage[]): number[]
+  /** Chat messages (and the tools the model may call) → template (with the generation prompt) → token ids. */
+  encodeChat(messages: ChatMessage[], tools?: readonly ToolSpec[]): number[]
+  /** How the model writes tool calls: what its template teaches, or the TOOL_CALL_FORMAT setting. */
+  toolCallFormat: ToolCallFormatName
   /** Raw text → token ids (completions). */
   encodeText(prompt: string): number[]
   /** generation_config.json's sampling and max-token defaults. */

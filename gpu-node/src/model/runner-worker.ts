@@ -11,7 +11,7 @@ import { openModelSession } from './open-session.ts'
 import type { OutputConstraint } from '../../../shared/src/generation.ts'
 import type { SessionShape, StepPlan } from './runner.ts'
 import { Grammars } from '../structured/grammars.ts'
-import type { EncodedVocab } from '../structured/tokenizer-info.ts'
+import { tokenPieces, type EncodedVocab } from '../structured/tokenizer-info.ts'
 
 export interface RunnerWorkerInit {
   onnxPath: string
@@ -49,7 +49,8 @@ async function start(init: RunnerWorkerInit): Promise<void> {
       })
     const io = readSessionIo(session, init.config, init.onnxFile)
     grammars = init.vocab ? new Grammars(init.vocab, init.eosTokenIds) : undefined
-    step = new ModelStep(session, io, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes, prefixBlockTokens: init.prefixBlockTokens, ...(grammars ? { grammars } : {}) })
+    const vocab = init.vocab ? { tokenPiece: tokenPieces(init.vocab), vocabSize: init.vocab.tokens.length } : {}
+    step = new ModelStep(session, io, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes, prefixBlockTokens: init.prefixBlockTokens, ...(grammars ? { grammars } : {}), ...vocab })
     const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, kvType: io.kvType, hasPositionIds: io.hasPositionIds, couplingOps: batchCouplingOps(init.onnxPath), kvPath }
     port.postMessage({ type: 'ready', io: shape })
   } catch (e) {

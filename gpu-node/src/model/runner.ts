@@ -1,4 +1,4 @@
-import type { OutputConstraint, SamplingParams } from '../../../shared/src/generation.ts'
+import type { OutputConstraint, SamplingParams, TokenLogprob } from '../../../shared/src/generation.ts'
 import type { KvPath } from './kv-path.ts'
 import type { ModelDir } from './model-dir.ts'
 import { bytesPerElement, type KvType } from './tensor-dtype.ts'
@@ -86,6 +86,8 @@ export interface SequenceStart {
   banEos: boolean
   /** The grammar every token is chosen within (structured/grammars.ts); the tokens after promptLen are replayed into it. */
   constraint?: OutputConstraint
+  /** Report each sampled token's log probability and this many alternatives (sampling/logprobs.ts). */
+  logprobs?: number
   /**
    * Prefix-cache slots (in order) whose saved KV is the sequence's first prefix.length ×
    * prefixBlockTokens tokens: its prefill starts from them and computes only the rest.
@@ -128,11 +130,17 @@ export interface StepPlan {
   prefill: PrefillPart[]
 }
 
+export interface SampledTokens {
+  seqIds: number[]
+  tokens: number[]
+  logprobs?: Array<TokenLogprob | null>
+}
+
 export interface StepResult {
-  /** One sampled token per batch row that was decoded. */
-  decoded: { seqIds: number[]; tokens: number[] }
+  /** One sampled token per batch row that was decoded; `logprobs` when a row asked (null for the others). */
+  decoded: SampledTokens
   /** First tokens of the sequences whose prefill completed in this step (they joined the batch). */
-  joined: { seqIds: number[]; tokens: number[] }
+  joined: SampledTokens
   /** Rows resident in the batch KV cache after the step, and its length in tokens. */
   kvRows: number
   kvTokens: number

@@ -3,14 +3,16 @@
  * model check → tokens → context budget → engine.submit → stream (SSE) or collect (JSON).
  * The engine is only submitted to and aborted; everything it says comes back as events.
  */
-import { randomUUID } from 'node:crypto'
+import { createHash, randomUUID } from 'node:crypto'
 import { clipText } from '../../../shared/src/clip-text.ts'
 import { ApiError, API_ERROR_CODES, type ApiErrorCode } from '../../../shared/src/api-error.ts'
 import type { DialectCodec, ResponseMeta } from '../../../shared/src/dialects/index.ts'
-import { isCompletedReason } from '../../../shared/src/generation.ts'
+import { isCompletedReason, resolveSampling, type ChoiceOutput, type GenerateRequest, type OutputConstraint, type ToolUse, type Usage } from '../../../shared/src/generation.ts'
 import { parseJsonBody } from '../../../shared/src/json-body.ts'
-import { resolveSampling, type GenerateRequest, type OutputConstraint } from '../../../shared/src/generation.ts'
-import { resumeIdLine, resumeSignedExtra } from '../../../shared/src/resume-wire.ts'
+import { resumeSignedExtra } from '../../../shared/src/resume-wire.ts'
+import { toolCallFormat, type ToolCallFormatName } from '../structured/tool-call-format.ts'
+import { ToolCallParser } from '../structured/tool-call-parser.ts'
+import { AnswerChoice } from './answer-choice.ts'
 import type { EngineEvent, EngineHandle, EngineRequest, SubmitResult } from '../engine/types.ts'
 import type { PromptEncoder } from '../model/prompt-encoder.ts'
 import type { SignatureCheck } from './edge-signature.ts'
@@ -36,11 +38,15 @@ export interface GenerateDeps {
 /** A validated request turned into what the engine runs, plus what the response needs. */
 interface Prepared {
   gen: GenerateRequest
-  engineReq: EngineRequest
+  /** One per choice (OpenAI `n`), in choice order. */
+  engineReqs: EngineRequest[]
   meta: ResponseMeta
   /** Completions `echo`: the prompt is sent as the first text. */
   echoText: string
   resume: ResumeAsk
+  choices: AnswerChoice[]
+  /** The answer may hold tool calls (the request offered tools and did not choose `none`). */
+  calls: boolean
 }
 
 /** Answers one generate request; throws ApiError (or anything) before the response started. */
@@ -59,8 +65,9 @@ export async function handleGenerate(ctx: RequestContext, codec: DialectCodec, d
   // Cached KV is shared only within a tenant (vLLM's cache_salt): a shared cache would let one
   // tenant learn from timing whether another sent a prompt. Only a tenant the edge vouches for
   // (a verified signature) salts; direct unsigned use shares one salt.
-  if (signed && ctx.wire.tenant) prepared.engineReq.cacheSalt = ctx.wire.tenant
-  if (prepared.engineReq.constraint) await compileConstraint(deps, prepared.engineReq.constraint)
+  if (signed && ctx.wire.tenant) for (const req of prepared.engineReqs) req.cacheSalt = ctx.wire.tenant
+  const constraint = prepared.engineReqs[0]!.constraint
+  if (constraint) await compileConstraint(deps, constraint)
   if (ctx.clientGone) {
     // Gone while we verified and tokenized: nothing to run, nothing to answer.
     ctx.outcome.errorCode = 'client_aborted'
@@ -77,7 +84,7 @@ function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, j
   if (gen.model !== encoder.modelId) {
     throw new ApiError('model_not_found', `The model '${clipText(gen.model)}' does not exist on this node; it serves '${encoder.modelId}'.`, { param: 'model' })
   }
-  const promptTokens = gen.input.kind === 'chat' ? encoder.encodeChat(gen.input.messages) : encoder.encodeText(gen.input.prompt)
+  const promptTokens = gen.input.kind === 'chat' ? encoder.encodeChat(gen.input.messages, gen.tools?.tools) : encoder.encodeText(gen.input.prompt)
   ctx.outcome.promptTokens = promptTokens.length
   const maxTokens = resolveMaxTokens(codec, promptTokens.length, gen.maxTokens, encoder.contextLength, encoder.defaults.maxNewTokens)
   const engineReq: EngineRequest = {
@@ -90,7 +97,10 @@ function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, j
   }
   if (ctx.wire.deadlineMs !== undefined) engineReq.deadlineMs = ctx.wire.deadlineMs
   if (gen.ignoreEos) engineReq.ignoreEos = true
-  if (gen.constraint) engineReq.constraint = gen.constraint
+  const calls = toolCalling(gen.tools, encoder.toolCallFormat)
+  const constraint = gen.constraint ?? calls?.constraint
+  if (constraint) engineReq.constraint = constraint
+  if (gen.logprobs) engineReq.logprobs = gen.logprobs
   // The edge's seed applies only where the client gave none: a client's own seed always wins.
   if (resume.seed !== undefined && engineReq.sampling.seed === undefined) engineReq.sampling = { ...engineReq.sampling, seed: resume.seed }
   // Only a stream is continued: a JSON answer is simply asked again from scratch.
@@ -100,7 +110,53 @@ function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, j
   }
   const meta: ResponseMeta = { requestId: ctx.requestId, model: gen.model, created: Math.floor(Date.now() / 1000) }
   const echoText = gen.echo && gen.input.kind === 'text' ? gen.input.prompt : ''
-  return { gen, engineReq, meta, echoText, resume }
+  const format = calls ? toolCallFormat(encoder.toolCallFormat) : undefined
+  const choices = Array.from({ length: gen.n ?? 1 }, (_, i) => {
+    const parser = format ? new ToolCallParser(format, (call) => toolCallId(codec, ctx.requestId, i, call)) : undefined
+    return new AnswerChoice(i, parser, gen.logprobs !== undefined)
+  })
+  return { gen, engineReqs: choiceRequests(engineReq, choices.length, deps.inFlight), meta, echoText, resume, choices, calls: calls !== undefined }
+}
+
+/**
+ * The constraint a request's tools put on its answer, in the model's own call format: none when
+ * the model may not call (`none`); `auto` lets it write text first; `required` and a named tool
+ * constrain from the first token (a named one to that tool alone, one call).
+ */
+function toolCalling(tools: ToolUse | undefined, format: ToolCallFormatName): { constraint: OutputConstraint } | undefined {
+  if (!tools || tools.choice === 'none') return undefined
+  const named = typeof tools.choice === 'object' ? tools.choice.name : undefined
+  const offered = named === undefined ? tools.tools : tools.tools.filter((t) => t.name === named)
+  return {
+    constraint: {
+      kind: 'tool_calls',
+      format,
+      tools: offered.map((t) => ({ name: t.name, schema: t.parameters, strict: t.strict })),
+      mode: tools.choice === 'auto' ? 'auto' : 'required',
+      parallel: tools.parallel && named === undefined,
+    },
+  }
+}
+
+/** A call's id: fixed by the request, its choice and the call's place, so a continuation names it as the original did. */
+function toolCallId(codec: DialectCodec, requestId: string, choice: number, call: number): string {
+  const digest = createHash('sha256').update(`${requestId}\0${choice}\0${call}`).digest('hex').slice(0, 24)
+  return `${codec.toolCallIdPrefix}${digest}`
+}
+
+/**
+ * The engine requests of `n` choices: the first as asked, each other after it (its prompt's KV
+ * then comes from the prefix cache) with its own seed when the request fixed one (seed + i), so
+ * a seeded request's n choices differ from each other and are the same every time.
+ */
+function choiceRequests(first: EngineRequest, n: number, inFlight: ReadonlySet<string>): EngineRequest[] {
+  const reqs = [first]
+  for (let i = 1; i < n; i++) {
+    const seed = first.sampling.seed
+    const sampling = seed === undefined ? first.sampling : { ...first.sampling, seed: (seed + i) % 2 ** 32 }
+    reqs.push({ ...first, id: engineId(`${first.id}.${i}`, inFlight), sampling, after: first.id })
+  }
+  return reqs
 }
 
 /**
@@ -112,27 +168,33 @@ async function compileConstraint(deps: GenerateDeps, constraint: OutputConstrain
   try {
     await deps.engine.prepare(constraint)
   } catch (e) {
-    const param = constraint.kind === 'json_schema' ? 'response_format.json_schema.schema' : 'response_format'
+    const param = constraint.kind === 'json_schema' ? 'response_format.json_schema.schema' : constraint.kind === 'tool_calls' ? 'tools' : 'response_format'
     throw new ApiError('invalid_request', `'${param}' could not be compiled into a grammar for this model.`, { param, cause: e })
   }
 }
 
 function runStreaming(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, p: Prepared): void {
-  const encoder = codec.streamEncoder(Object.assign({}, p.meta, { promptTokens: p.engineReq.promptTokens.length, includeUsage: p.gen.includeUsage }))
-  const stream = new SseStream(ctx.req, ctx.res, () => abortForClient(ctx, deps, p.engineReq.id, () => ctx.res.destroy()))
+  const first = p.engineReqs[0]!
+  const encoder = codec.streamEncoder(Object.assign({}, p.meta, { promptTokens: first.promptTokens.length, includeUsage: p.gen.includeUsage, choices: p.choices.length, tools: p.calls }))
+  const ids = p.engineReqs.map((r) => r.id)
+  const stream = new SseStream(ctx.req, ctx.res, () => abortForClient(ctx, deps, ids, () => ctx.res.destroy()))
   let firstText = true
-  const continuing = p.engineReq.resumeTokens !== undefined
-  const release = submit(ctx, deps, p.engineReq, (event) => {
+  const continuing = first.resumeTokens !== undefined
+  const ended = new Ended(p.choices.length)
+  const release = submitAll(ctx, deps, p.engineReqs, (choice, event) => {
+    const answer = p.choices[choice]!
     if (event.type === 'text') {
-      if (firstText) stream.stopKeepAlive()
-      firstText = false
-      const frame = encoder.text(event.text)
-      // The id line rides at the head of the frame: the edge counts a frame delivered only whole.
-      stream.write(p.resume.resumable && frame !== '' ? resumeIdLine(event.completionTokens, event.tokens, event.flush === true) + frame : frame)
+      if (firstText && !event.replayed) stream.stopKeepAlive()
+      if (!event.replayed) firstText = false
+      const frames = answer.frames(event, encoder, p.resume.resumable)
+      if (frames !== '') stream.write(frames)
       return
     }
-    if (isCompletedReason(event.reason)) stream.end(encoder.finish(event.reason, event.usage, event.stopSequence))
-    else stream.end(encoder.error(engineFailure(event)))
+    if (!isCompletedReason(event.reason)) return stream.end(encoder.error(engineFailure(event)))
+    const usage = ended.add(event.usage)
+    const frames = answer.finishFrames(encoder, answer.reason(event.reason), usage, event.stopSequence)
+    if (ended.all) stream.end(frames)
+    else stream.write(frames)
   })
   // Reached only when the engine admitted the request: now the status is known to be 200.
   // A continuation's client already has the preamble (role chunk, message_start, echo).
@@ -144,61 +206,104 @@ function runStreaming(ctx: RequestContext, codec: DialectCodec, deps: GenerateDe
 }
 
 function runCollecting(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, p: Prepared): void {
-  const parts: string[] = [p.echoText]
-  const release = submit(ctx, deps, p.engineReq, (event) => {
-    if (event.type === 'text') {
-      parts.push(event.text)
-      return
-    }
+  if (p.echoText) for (const choice of p.choices) choice.collect({ type: 'text', text: p.echoText, completionTokens: 0, tokens: [] })
+  const ended = new Ended(p.choices.length)
+  const results: ChoiceOutput[] = []
+  let failed = false
+  const release = submitAll(ctx, deps, p.engineReqs, (choice, event) => {
+    const answer = p.choices[choice]!
+    if (event.type === 'text') return answer.collect(event)
+    if (failed) return
     const headers = { 'x-request-id': ctx.requestId }
-    if (isCompletedReason(event.reason)) {
-      sendJson(ctx.req, ctx.res, 200, codec.jsonBody(p.meta, parts.join(''), event.reason, event.usage, event.stopSequence), headers)
-    } else {
-      sendError(ctx.req, ctx.res, codec, engineFailure(event), headers)
+    if (!isCompletedReason(event.reason)) {
+      failed = true
+      return sendError(ctx.req, ctx.res, codec, engineFailure(event), headers)
     }
+    const usage = ended.add(event.usage)
+    results[choice] = answer.result(answer.reason(event.reason), event.stopSequence)
+    if (ended.all) sendJson(ctx.req, ctx.res, 200, codec.jsonBody(p.meta, results, usage), headers)
   })
   release()
 }
 
-/**
- * Submits and wires the request's lifecycle: timing and outcome on every event, the engine id
- * released on finish, and `engine.abort` exactly once if the client leaves first. Throws the
- * overload answer when the engine refuses. Events are held until the caller has opened its
- * response and calls the returned `release` (an engine may emit before submit() returns).
- */
-function submit(ctx: RequestContext, deps: GenerateDeps, req: EngineRequest, handle: (e: EngineEvent) => void): () => void {
-  let held: EngineEvent[] | undefined = []
-  const deliver = (event: EngineEvent) => {
-    if (ctx.clientGone) return
-    record(ctx, event)
-    handle(event)
+/** The choices' finishes as they come: usage summed over them (the prompt counted once, as OpenAI counts `n`). */
+class Ended {
+  private count = 0
+  private usage: Usage | undefined
+  constructor(private readonly choices: number) {}
+
+  get all(): boolean {
+    return this.count === this.choices
   }
-  const onEvent = (event: EngineEvent) => {
-    if (event.type === 'finish') deps.inFlight.delete(req.id)
-    if (held) held.push(event)
-    else deliver(event)
-  }
-  deps.inFlight.add(req.id)
-  const result = deps.engine.submit(req, onEvent)
-  if (!result.ok) {
-    deps.inFlight.delete(req.id)
-    throw overloadError(result)
-  }
-  ctx.onClientGone(() => abortForClient(ctx, deps, req.id))
-  return () => {
-    const events = held ?? []
-    held = undefined
-    for (const event of events) deliver(event)
+
+  /** Adds a choice's usage; returns the total so far. */
+  add(usage: Usage): Usage {
+    this.count++
+    this.usage = this.usage ? { ...this.usage, completionTokens: this.usage.completionTokens + usage.completionTokens } : usage
+    return this.usage
   }
 }
 
-/** Idempotent: the first caller aborts the engine request and records client_aborted. */
-function abortForClient(ctx: RequestContext, deps: GenerateDeps, id: string, then?: () => void): void {
+/**
+ * Submits every choice's request and wires the lifecycle: timing and outcome from the events (the
+ * first choice's text, the last finish), engine ids released on finish, and `engine.abort` of
+ * every choice exactly once if the client leaves first or one choice fails. Throws the overload
+ * answer when the engine refuses any (those already admitted are aborted). Events are held until
+ * the caller has opened its response and calls the returned `release` (an engine may emit before
+ * submit() returns).
+ */
+function submitAll(ctx: RequestContext, deps: GenerateDeps, reqs: EngineRequest[], handle: (choice: number, e: EngineEvent) => void): () => void {
+  let held: Array<[number, EngineEvent]> | undefined = []
+  const ids = reqs.map((r) => r.id)
+  let finished = 0
+  let failed = false
+  const deliver = (choice: number, event: EngineEvent) => {
+    if (ctx.clientGone) return
+    if (event.type === 'finish') {
+      finished++
+      if (!isCompletedReason(event.reason) && !failed) {
+        failed = true
+        // One choice failed: the answer has failed; the others stop too.
+        for (const id of ids) if (id !== reqs[choice]!.id) deps.engine.abort(id)
+        record(ctx, event)
+        return handle(choice, event)
+      }
+      if (failed) return
+      if (finished === reqs.length) record(ctx, event)
+    } else if (choice === 0 && !event.replayed) record(ctx, event)
+    handle(choice, event)
+  }
+  const admitted: string[] = []
+  reqs.forEach((req, choice) => {
+    const onEvent = (event: EngineEvent) => {
+      if (event.type === 'finish') deps.inFlight.delete(req.id)
+      if (held) held.push([choice, event])
+      else deliver(choice, event)
+    }
+    deps.inFlight.add(req.id)
+    const result = deps.engine.submit(req, onEvent)
+    if (!result.ok) {
+      deps.inFlight.delete(req.id)
+      for (const id of admitted) deps.engine.abort(id)
+      throw overloadError(result)
+    }
+    admitted.push(req.id)
+  })
+  ctx.onClientGone(() => abortForClient(ctx, deps, ids))
+  return () => {
+    const events = held ?? []
+    held = undefined
+    for (const [choice, event] of events) deliver(choice, event)
+  }
+}
+
+/** Idempotent: the first caller aborts the engine requests and records client_aborted. */
+function abortForClient(ctx: RequestContext, deps: GenerateDeps, ids: readonly string[], then?: () => void): void {
   if (ctx.outcome.finishReason !== undefined) return
   ctx.outcome.finishReason = 'abort'
   ctx.outcome.errorCode = 'client_aborted'
   ctx.timer.fail('client_aborted')
-  deps.engine.abort(id)
+  for (const id of ids) deps.engine.abort(id)
   then?.()
 }
 

@@ -12,6 +12,8 @@ import { maskLogits } from './grammar-constraint.ts'
 import type { OutputConstraint } from '../../../shared/src/generation.ts'
 import { Grammars } from './grammars.ts'
 import { encodedVocab } from './tokenizer-info.ts'
+import { toolCallFormat } from './tool-call-format.ts'
+import { ToolCallParser } from './tool-call-parser.ts'
 
 /** GPT-2's byte → printable character map (every byte-level tokenizer's encoding). */
 function byteChars(): string[] {
@@ -158,6 +160,93 @@ describe('grammar-constrained decoding (xgrammar, toy byte-level vocabulary)', (
     expect(await failed(bad)).toBeInstanceOf(Error)
     const { ids, ended } = await walk(grammars, schema, 99, true)
     expect(ended && isWeather(textOf(ids))).toBe(true)
+  })
+})
+
+describe('tool calls (structural tags, hermes format)', () => {
+  const grammars = new Grammars(vocab, [EOS])
+  const TIME = { type: 'object', properties: { zone: { enum: ['utc', 'cet'] } }, required: ['zone'], additionalProperties: false }
+  const tools = [{ name: 'get_weather', schema: JSON.stringify(WEATHER), strict: true }, { name: 'get_time', schema: JSON.stringify(TIME), strict: true }]
+  const spec = (mode: 'auto' | 'required', parallel: boolean, only?: string): OutputConstraint => ({ kind: 'tool_calls', format: 'hermes', tools: only ? tools.filter((t) => t.name === only) : tools, mode, parallel })
+  /** The calls of a walk's text, read by the same parser the node uses. */
+  const callsOf = (text: string) => {
+    const parser = new ToolCallParser(toolCallFormat('hermes'), (i) => `c${i}`)
+    const pieces = [...parser.push(text), ...parser.flush()]
+    const calls: Array<{ name: string; arguments: string }> = []
+    let content = ''
+    for (const p of pieces) {
+      if (p.type === 'text') content += p.text
+      else if (p.delta.name !== undefined) calls.push({ name: p.delta.name, arguments: p.delta.arguments })
+      else calls[calls.length - 1]!.arguments += p.delta.arguments
+    }
+    return { calls, content }
+  }
+  const valid = (c: { name: string; arguments: string }) => (c.name === 'get_weather' ? isWeather(c.arguments) : c.arguments === '{"zone":"utc"}' || c.arguments === '{"zone":"cet"}')
+
+  it('required: every walk is one or more calls, each to an offered tool with arguments its schema accepts, and nothing else', async () => {
+    let several = 0
+    for (let seed = 1; seed <= 16; seed++) {
+      const { ids, ended } = await walk(grammars, spec('required', true), seed, true, 1200)
+      const text = textOf(ids)
+      expect(ended, JSON.stringify(text)).toBe(true)
+      const { calls, content } = callsOf(text)
+      expect(content).toBe('')
+      expect(calls.length).toBeGreaterThan(0)
+      for (const call of calls) expect(valid(call), JSON.stringify(call)).toBe(true)
+      if (calls.length > 1) several++
+    }
+    expect(several).toBeGreaterThan(0)
+  })
+
+  it('a named tool without parallel calls: exactly one call, to it', async () => {
+    for (let seed = 1; seed <= 8; seed++) {
+      const { ids, ended } = await walk(grammars, spec('required', false, 'get_time'), seed, true, 400)
+      expect(ended).toBe(true)
+      const { calls, content } = callsOf(textOf(ids))
+      expect(content).toBe('')
+      expect(calls).toHaveLength(1)
+      expect(calls[0]!.name).toBe('get_time')
+      expect(valid(calls[0]!)).toBe(true)
+    }
+  })
+
+  it('auto: text is free, and a call once begun is a valid call', async () => {
+    let called = 0
+    for (let seed = 1; seed <= 24; seed++) {
+      // Walks that lean to the trigger: half the time the next character of `<tool_call>` after
+      // whatever part of it the text ends with (as a model that wants to call would).
+      const c = await grammars.constraint(spec('auto', false))
+      const random = seededRandom(seed)
+      const ids: number[] = []
+      const trigger = '<tool_call>'
+      try {
+        while (ids.length < 600) {
+          const logits = new Float32Array(VOCAB_SIZE)
+          await c.mask(logits)
+          const allowed = [...logits.keys()].filter((t) => logits[t] !== -Infinity)
+          const text = textOf(ids)
+          let n = Math.min(text.length, trigger.length - 1)
+          while (n > 0 && !text.endsWith(trigger.slice(0, n))) n--
+          const next = CHARS.indexOf(trigger[n]!)
+          const token = allowed.includes(next) && random() < 0.5 ? next : allowed[Math.floor(random() * allowed.length)]!
+          ids.push(token)
+          expect(c.accept(token)).toBe(true)
+          if (token === EOS) break
+        }
+      } finally {
+        c.dispose()
+      }
+      const { calls } = callsOf(textOf(ids))
+      for (const call of calls) expect(valid(call), JSON.stringify(call)).toBe(true)
+      // Without parallel calls the answer ends at the first call's end.
+      if (calls.length > 0) expect(ids[ids.length - 1]).toBe(EOS)
+      called += calls.length
+    }
+    expect(called).toBeGreaterThan(0)
+  })
+
+  it('control: the same walks without the mask make no valid call', async () => {
+    for (let seed = 1; seed <= 16; seed++) expect(callsOf(textOf((await walk(grammars, spec('required', true), seed, false, 200)).ids)).calls.filter(valid)).toEqual([])
   })
 })
 

@@ -13,6 +13,7 @@ import { xgrammar, type CompiledGrammar, type GrammarCompiler } from './xgrammar
 import { GrammarConstraint } from './grammar-constraint.ts'
 import { controlByteTokens, tokenBytes, type EncodedVocab } from './tokenizer-info.ts'
 import { Utf8Rules } from './utf8-guard.ts'
+import { toolCallFormat, type ToolCallFormatName } from './tool-call-format.ts'
 import type { TokenRules } from './grammar-constraint.ts'
 
 /** Compiled grammars kept for reuse. */
@@ -21,7 +22,7 @@ export const MAX_COMPILED = 64
 export class Grammars {
   private compiler: Promise<GrammarCompiler> | undefined
   private readonly compiled = new Map<string, Promise<CompiledGrammar>>()
-  private rules: TokenRules | undefined
+  private rules: { json: TokenRules; text: TokenRules } | undefined
 
   constructor(
     private readonly vocab: EncodedVocab,
@@ -32,12 +33,12 @@ export class Grammars {
   async constraint(spec: OutputConstraint): Promise<GrammarConstraint> {
     const grammar = await this.compile(spec)
     const matcher = await xgrammar().GrammarMatcher.createGrammarMatcher(grammar)
-    return new GrammarConstraint(matcher, this.vocab.tokens.length, this.tokenRules())
+    return new GrammarConstraint(matcher, this.vocab.tokens.length, this.tokenRules(spec))
   }
 
   /** The spec's compiled grammar, compiled on first use. */
   compile(spec: OutputConstraint): Promise<CompiledGrammar> {
-    const key = spec.kind === 'json_schema' ? `s:${spec.schema}` : 'o'
+    const key = spec.kind === 'json_schema' ? `s:${spec.schema}` : spec.kind === 'tool_calls' ? `t:${JSON.stringify(spec)}` : 'o'
     const hit = this.compiled.get(key)
     if (hit) {
       this.compiled.delete(key)
@@ -57,22 +58,25 @@ export class Grammars {
     // (schema, anyWhitespace, indent (-1: none), separators, strictMode, maxWhitespaceCnt).
     // json_object is any object (OpenAI's JSON mode), not xgrammar's builtin grammar of any value.
     if (spec.kind === 'json_object') return compiler.compileJSONSchema('{"type":"object"}', false, -1, [',', ':'], false, undefined)
+    if (spec.kind === 'tool_calls') return compiler.compileStructuralTag(await toolCallTag(spec))
     return compiler.compileJSONSchema(spec.schema, false, -1, [',', ':'], true, undefined)
   }
 
   /**
-   * Every spec today is JSON: never a raw control byte (controlByteTokens says why), and whole
-   * UTF-8 characters where tokens may hold parts of one (utf8-guard.ts).
+   * Whole UTF-8 characters where tokens may hold parts of one (utf8-guard.ts); a JSON answer
+   * never a raw control byte (controlByteTokens says why). Tool calls are text around JSON
+   * (newlines in their tags, whatever the model writes before a call): their grammar keeps
+   * control bytes out of the arguments' strings itself (toolCallTag).
    */
-  private tokenRules(): TokenRules {
+  private tokenRules(spec: OutputConstraint): TokenRules {
     if (!this.rules) {
       const bytes = this.vocab.vocabType === 'raw' ? undefined : tokenBytes(this.vocab)
       const utf8 = bytes ? new Utf8Rules(bytes, this.stopTokenIds) : undefined
       // Tokens the UTF-8 rules refuse in every state need no second ban.
       const banned = new Set(controlByteTokens(this.vocab).filter((t) => !utf8 || utf8.everAllows(t)))
-      this.rules = { banned, ...(utf8 ? { utf8 } : {}) }
+      this.rules = { json: { banned, ...(utf8 ? { utf8 } : {}) }, text: { banned: new Set(), ...(utf8 ? { utf8 } : {}) } }
     }
-    return this.rules
+    return spec.kind === 'tool_calls' ? this.rules.text : this.rules.json
   }
 
   private compilerOnce(): Promise<GrammarCompiler> {
@@ -86,4 +90,25 @@ export class Grammars {
     })()
     return this.compiler
   }
+}
+
+/**
+ * Tool calls as xgrammar's structural tag: in `auto` mode free text, where the format's trigger
+ * starts one of the tools' calls (and text may follow); `required` is calls only, back to back
+ * with the format's separator, then the end; without parallel calls the answer ends after the first. Each call's arguments are its schema's compact JSON (no whitespace
+ * between tokens, so every call completes within its schema's size), with control bytes kept out
+ * of length-bounded strings, which the engine's own rule lets through.
+ */
+async function toolCallTag(spec: Extract<OutputConstraint, { kind: 'tool_calls' }>): Promise<string> {
+  const format = toolCallFormat(spec.format as ToolCallFormatName)
+  const tags = await Promise.all(spec.tools.map(async (tool) => {
+    const grammar = await xgrammar().Grammar.fromJSONSchema(tool.schema, false, -1, [',', ':'], tool.strict)
+    const ebnf = grammar.toString().replaceAll('[^\\"\\\\\\r\\n]', '[^\\0-\\x1f\\"\\\\\\r\\n]')
+    grammar.dispose()
+    return { type: 'tag', begin: format.begin(tool.name), content: { type: 'grammar', grammar: ebnf }, end: format.end }
+  }))
+  const calls = spec.mode === 'auto'
+    ? { type: 'triggered_tags', triggers: [format.trigger], tags, stop_after_first: !spec.parallel }
+    : { type: 'tags_with_separator', separator: format.separator, tags, at_least_one: true, stop_after_first: !spec.parallel }
+  return JSON.stringify({ type: 'structural_tag', format: calls })
 }

@@ -105,3 +105,18 @@ export function controlByteTokens(vocab: EncodedVocab): number[] {
   })
   return ids
 }
+
+/**
+ * A token's text and bytes, as log-probability entries show them (OpenAI's `token`, `bytes`): the
+ * bytes it stands for, and their UTF-8 reading (a part of a character reads as U+FFFD). Built on
+ * first use: most requests never ask.
+ */
+export function tokenPieces(vocab: EncodedVocab): (id: number) => { token: string; bytes: number[] } {
+  let bytes: Uint8Array[] | undefined
+  const utf8 = new TextDecoder()
+  return (id) => {
+    bytes ??= tokenBytes(vocab)
+    const b = bytes[id] ?? new Uint8Array(0)
+    return { token: utf8.decode(b), bytes: [...b] }
+  }
+}

@@ -8,14 +8,15 @@
 import { readFileSync } from 'node:fs'
 import { createRequire, Module } from 'node:module'
 import { dirname } from 'node:path'
-import type { CompiledGrammar, GrammarCompiler, GrammarMatcher, TokenizerInfo } from '@mlc-ai/web-xgrammar'
+import type { CompiledGrammar, Grammar, GrammarCompiler, GrammarMatcher, TokenizerInfo } from '@mlc-ai/web-xgrammar'
 
 export interface Xgrammar {
+  Grammar: typeof Grammar
   TokenizerInfo: typeof TokenizerInfo
   GrammarCompiler: typeof GrammarCompiler
   GrammarMatcher: typeof GrammarMatcher
 }
-export type { CompiledGrammar, GrammarCompiler, GrammarMatcher, TokenizerInfo }
+export type { CompiledGrammar, Grammar, GrammarCompiler, GrammarMatcher, TokenizerInfo }
 
 let loaded: Xgrammar | undefined
 
@@ -30,9 +31,9 @@ export function xgrammar(): Xgrammar {
   cjs.filename = file
   cjs.paths = (Module as unknown as { _nodeModulePaths(dir: string): string[] })._nodeModulePaths(dirname(file))
   cjs._compile(quiet(readFileSync(file, 'utf8'), file), file)
-  const { TokenizerInfo, GrammarCompiler, GrammarMatcher } = cjs.exports as Partial<Xgrammar>
-  if (!TokenizerInfo || !GrammarCompiler || !GrammarMatcher) throw new Error(`@mlc-ai/web-xgrammar at ${file} did not export TokenizerInfo, GrammarCompiler and GrammarMatcher`)
-  loaded = { TokenizerInfo, GrammarCompiler, GrammarMatcher }
+  const { Grammar, TokenizerInfo, GrammarCompiler, GrammarMatcher } = cjs.exports as Partial<Xgrammar>
+  if (!Grammar || !TokenizerInfo || !GrammarCompiler || !GrammarMatcher) throw new Error(`@mlc-ai/web-xgrammar at ${file} did not export Grammar, TokenizerInfo, GrammarCompiler and GrammarMatcher`)
+  loaded = { Grammar, TokenizerInfo, GrammarCompiler, GrammarMatcher }
   return loaded
 }
 

@@ -17,6 +17,7 @@ export function byteEncoder(contextLength = 256, modelId = TEST_MODEL_ID): Promp
     encodeChat: (messages: ChatMessage[]) => [...utf8.encode(messages.map((m) => `${m.role}: ${m.content}\n`).join(''))],
     encodeText: (prompt: string) => [...utf8.encode(prompt)],
     defaults: { sampling: {} },
+  toolCallFormat: 'hermes',
   }
 }
 

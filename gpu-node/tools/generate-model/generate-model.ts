@@ -60,7 +60,7 @@ export const EXTERNAL_DATA_FILE = 'model.onnx_data'
  *   3: the zerolayer presets (all but tiny-optimum-legacy) use the slot KV interface
  *      (cache-attention-graph.ts): past = the runner's fixed-capacity cache, outputs = new K/V only.
  */
-export const GENERATOR_VERSION = '3'
+export const GENERATOR_VERSION = '4'
 /** The file in a generated directory holding GENERATOR_VERSION; written last. */
 export const GENERATOR_STAMP = 'zerolayer-generator-version'
 

@@ -6,22 +6,15 @@
  */
 
 import { buildBpeVocab } from './bpe-vocab.ts'
+import { CHATML_TOOLS_TEMPLATE } from '../../src/model/chatml-template.ts'
 
 export const EOS_TOKEN = '<|endoftext|>'
 export const IM_START = '<|im_start|>'
 export const IM_END = '<|im_end|>'
 const SPECIAL_TOKENS = [EOS_TOKEN, IM_START, IM_END] as const
 
-/** ChatML; accepts string content or OpenAI-style text parts; honours add_generation_prompt. */
-export const CHAT_TEMPLATE =
-  "{%- for message in messages %}" +
-  "{{- '<|im_start|>' + message['role'] + '\\n' }}" +
-  "{%- if message['content'] is string %}{{- message['content'] }}" +
-  "{%- else %}{%- for part in message['content'] %}{%- if part['type'] == 'text' %}{{- part['text'] }}{%- endif %}{%- endfor %}" +
-  "{%- endif %}" +
-  "{{- '<|im_end|>\\n' }}" +
-  "{%- endfor %}" +
-  "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+/** ChatML, with tools as Qwen2.5 renders them; string content or OpenAI-style text parts; honours add_generation_prompt. */
+export const CHAT_TEMPLATE = CHATML_TOOLS_TEMPLATE
 
 export interface SpecialTokenIds {
   eos: number

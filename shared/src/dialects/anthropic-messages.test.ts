@@ -74,17 +74,50 @@ describe('parseMessagesRequest', () => {
     expect(rejection({ ...base, messages: [{ role: 'system', content: 'x' }] }).message).toContain("top-level 'system' field")
   })
 
-  it('rejects image and tool blocks as not supported', () => {
+  it('rejects image blocks, server tools and thinking as not supported', () => {
     const image = rejection({ ...base, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: '' } }] }] })
     expect(image.param).toBe('messages[0].content[0].type')
-    expect(image.message).toContain('got "image": only text content blocks are supported')
-    const toolResult = rejection({ ...base, messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: 'x' }] }] })
-    expect(toolResult.message).toContain('"tool_result"')
+    expect(image.message).toContain('only text and tool blocks are supported (no images or documents)')
+    expect(rejection({ ...base, tools: [{ type: 'web_search_20250305', name: 'web_search' }] }).param).toBe('tools[0].type')
+    expect(rejection({ ...base, thinking: { type: 'enabled', budget_tokens: 1024 } }).param).toBe('thinking')
   })
 
-  it('rejects tools and thinking as not supported', () => {
-    expect(rejection({ ...base, tools: [] }).message).toBe("'tools' is not supported: tool use is not available on this server.")
-    expect(rejection({ ...base, thinking: { type: 'enabled', budget_tokens: 1024 } }).param).toBe('thinking')
+  const weather = { name: 'get_weather', description: 'Weather now', input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } }
+
+  it('takes tools and tool_choice (auto, any, tool, none; disable_parallel_tool_use)', () => {
+    expect(parseMessagesRequest({ ...base, tools: [weather] }).tools).toEqual({ tools: [{ name: 'get_weather', description: 'Weather now', parameters: JSON.stringify(weather.input_schema), strict: false }], choice: 'auto', parallel: true })
+    expect(parseMessagesRequest({ ...base, tools: [weather], tool_choice: { type: 'any', disable_parallel_tool_use: true } }).tools).toMatchObject({ choice: 'required', parallel: false })
+    expect(parseMessagesRequest({ ...base, tools: [weather], tool_choice: { type: 'tool', name: 'get_weather' } }).tools!.choice).toEqual({ name: 'get_weather' })
+    expect(parseMessagesRequest({ ...base, tools: [weather], tool_choice: { type: 'none' } }).tools!.choice).toBe('none')
+  })
+
+  it('turns tool_use blocks into the assistant\'s calls and tool_result blocks into tool turns', () => {
+    const messages = [
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: [{ type: 'text', text: 'Checking.' }, { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Paris' } }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'text', text: '21C' }] }, { type: 'text', text: 'And Rome?' }] },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_2', name: 'get_weather', input: { city: 'Rome' } }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_2', content: 'no data', is_error: true }] },
+    ]
+    expect(parseMessagesRequest({ ...base, messages, tools: [weather] }).input).toEqual({ kind: 'chat', messages: [
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: 'Checking.', tool_calls: [{ id: 'toolu_1', type: 'function', function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
+      { role: 'tool', content: '21C', tool_call_id: 'toolu_1' },
+      { role: 'user', content: 'And Rome?' },
+      { role: 'assistant', content: '', tool_calls: [{ id: 'toolu_2', type: 'function', function: { name: 'get_weather', arguments: { city: 'Rome' } } }] },
+      { role: 'tool', content: 'Error: no data', tool_call_id: 'toolu_2' },
+    ] })
+  })
+
+  it('names the field of every malformed tool use', () => {
+    expect(rejection({ ...base, tools: [{ ...weather, name: 'bad name' }] }).param).toBe('tools[0].name')
+    expect(rejection({ ...base, tools: [weather, weather] }).param).toBe('tools[1].name')
+    expect(rejection({ ...base, tools: [{ ...weather, input_schema: { type: 'object', properties: { x: { allOf: [] } } } }] }).message).toContain("'tools[0].input_schema.properties.x.allOf' is not supported")
+    expect(rejection({ ...base, tools: [weather], tool_choice: { type: 'tool', name: 'nope' } }).param).toBe('tool_choice')
+    expect(rejection({ ...base, tool_choice: { type: 'any' } }).message).toBe("'tool_choice' requires a tool call, but the request has no 'tools'.")
+    expect(rejection({ ...base, tool_choice: { type: 'sometimes' } }).param).toBe('tool_choice.type')
+    expect(rejection({ ...base, messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: 'x' }] }] }).message).toBe("'messages[0].content[0].tool_use_id' answers the tool call 't', which no earlier assistant turn made.")
+    expect(rejection({ ...base, messages: [{ role: 'user', content: [{ type: 'tool_use', id: 't', name: 'f', input: {} }] }] }).param).toBe('messages[0].content[0]')
   })
 
   it('rejects empty messages and unknown fields', () => {
@@ -117,6 +150,30 @@ describe('messagesStreamEncoder', () => {
       'message_stop',
     ])
     for (const f of all) expect(f.data.type).toBe(f.event)
+  })
+
+  it('with tools, opens each block as the answer reaches it: text, then a tool_use with its input in pieces', () => {
+    const tools = messagesStreamEncoder({ requestId: 'r1', model: 'tiny', created: 1, promptTokens: 7, tools: true })
+    const all = frames(
+      tools.start() +
+        tools.text('Checking. ') +
+        tools.text('', { toolCalls: [{ index: 0, id: 'toolu_1', name: 'get_weather', arguments: '' }] }) +
+        tools.text('', { toolCalls: [{ index: 0, arguments: '{"city":' }] }) +
+        tools.text('', { toolCalls: [{ index: 0, arguments: '"Paris"}' }] }) +
+        tools.finish('tool_calls', { promptTokens: 7, completionTokens: 9 }),
+    )
+    expect(all.map((f) => [f.event, f.data.index ?? null])).toEqual([
+      ['message_start', null], ['ping', null],
+      ['content_block_start', 0], ['content_block_delta', 0], ['content_block_stop', 0],
+      ['content_block_start', 1], ['content_block_delta', 1], ['content_block_delta', 1], ['content_block_stop', 1],
+      ['message_delta', null], ['message_stop', null],
+    ])
+    expect(all[5]!.data.content_block).toEqual({ type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: {} })
+    expect(all[6]!.data.delta).toEqual({ type: 'input_json_delta', partial_json: '{"city":' })
+    expect(all[9]!.data.delta.stop_reason).toBe('tool_use')
+    // An answer with nothing in it holds one empty text block, as its JSON body does.
+    const empty = messagesStreamEncoder({ requestId: 'r2', model: 'tiny', created: 1, promptTokens: 7, tools: true })
+    expect(frames(empty.start() + empty.finish('stop', { promptTokens: 7, completionTokens: 0 })).map((f) => f.event)).toEqual(['message_start', 'ping', 'content_block_start', 'content_block_stop', 'message_delta', 'message_stop'])
   })
 
   it('reports input tokens in message_start and cumulative output tokens in message_delta', () => {

@@ -2,24 +2,45 @@
 
 import { z } from 'zod'
 import { renderStreamError } from '../error-body.ts'
-import type { ChatMessage, CompletedReason, GenerateRequest, Usage } from '../generation.ts'
+import { ApiError } from '../api-error.ts'
+import type { ChatMessage, ChatToolCall, ChoiceOutput, CompletedReason, GenerateRequest, ToolChoice, ToolUse, Usage } from '../generation.ts'
 import { sseEvent } from '../sse.ts'
 import { ANTHROPIC_CONTEXT_LENGTH_EXCEEDED, ANTHROPIC_ERRORS, ANTHROPIC_STREAM_ENDS } from './anthropic-errors.ts'
 import { ANTHROPIC_LIMIT_HEADERS } from './anthropic-limit-headers.ts'
 import type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
 import { maxTokensField, samplingFields, toSamplingRequest } from './sampling-fields.ts'
+import { checkToolResults, MAX_TOOLS, TOOL_NAME, TOOL_NAME_RULE, toToolSpecs, toToolUse } from './tool-checks.ts'
 import { validateBody, type UnsupportedFields } from './validate-body.ts'
 
 const TextBlock = z.strictObject({
-  type: z.literal('text', {
-    error: (iss) => `must be "text", got ${JSON.stringify(iss.input)}: only text content blocks are supported`,
-  }),
+  type: z.literal('text'),
   text: z.string(),
   /** A prompt-caching hint: the output is the same without caching, so accepting it is harmless. */
   cache_control: z.strictObject({ type: z.literal('ephemeral'), ttl: z.string().optional() }).nullish(),
 })
 
-const Content = z.union([z.string(), z.array(TextBlock)])
+const ToolUseBlock = z.strictObject({
+  type: z.literal('tool_use'),
+  id: z.string().min(1),
+  name: z.string().regex(TOOL_NAME, { error: TOOL_NAME_RULE }),
+  input: z.record(z.string(), z.unknown()),
+  cache_control: TextBlock.shape.cache_control,
+})
+
+const ToolResultBlock = z.strictObject({
+  type: z.literal('tool_result'),
+  tool_use_id: z.string().min(1),
+  content: z.union([z.string(), z.array(TextBlock)]).optional(),
+  is_error: z.boolean().nullish(),
+  cache_control: TextBlock.shape.cache_control,
+})
+
+const BLOCK_TYPES = 'must be "text", "tool_use" or "tool_result": only text and tool blocks are supported (no images or documents)'
+const Block = z.discriminatedUnion('type', [TextBlock, ToolUseBlock, ToolResultBlock], { error: BLOCK_TYPES })
+type Block = z.infer<typeof Block>
+
+const Content = z.union([z.string(), z.array(Block)])
+const SystemContent = z.union([z.string(), z.array(TextBlock)])
 
 const Message = z.strictObject({
   role: z.enum(['user', 'assistant'], {
@@ -28,6 +49,23 @@ const Message = z.strictObject({
   content: Content,
 })
 
+const Tool = z.strictObject({
+  /** Only client tools: Anthropic's server tools (web search, code execution) carry their own type. */
+  type: z.literal('custom', { error: 'must be "custom" or absent: server tools are not available' }).optional(),
+  name: z.string().regex(TOOL_NAME, { error: TOOL_NAME_RULE }),
+  description: z.string().optional(),
+  input_schema: z.record(z.string(), z.unknown()),
+  cache_control: TextBlock.shape.cache_control,
+})
+
+const parallel = { disable_parallel_tool_use: z.boolean().optional() }
+const AnthropicToolChoice = z.discriminatedUnion('type', [
+  z.strictObject({ type: z.literal('auto'), ...parallel }),
+  z.strictObject({ type: z.literal('any'), ...parallel }),
+  z.strictObject({ type: z.literal('tool'), name: z.string(), ...parallel }),
+  z.strictObject({ type: z.literal('none') }),
+])
+
 /** Not an API limit: a bound on the stop checker's per-token work. */
 const MAX_STOP_SEQUENCES = 16
 
@@ -35,9 +73,11 @@ export const MessagesRequest = z.strictObject({
   model: z.string().min(1),
   messages: z.array(Message).min(1),
   max_tokens: maxTokensField,
-  system: Content.optional(),
+  system: SystemContent.optional(),
   stop_sequences: z.array(z.string().min(1)).max(MAX_STOP_SEQUENCES).nullish(),
   stream: z.boolean().nullish(),
+  tools: z.array(Tool).max(MAX_TOOLS).optional(),
+  tool_choice: AnthropicToolChoice.optional(),
   ...samplingFields,
   /** Anthropic's range is 0..1 (OpenAI's is 0..2). */
   temperature: z.number().min(0).max(1).nullish(),
@@ -47,11 +87,7 @@ export const MessagesRequest = z.strictObject({
 })
 export type MessagesRequest = z.infer<typeof MessagesRequest>
 
-const TOOLS = 'tool use is not available on this server'
-
 export const ANTHROPIC_UNSUPPORTED: UnsupportedFields = {
-  tools: TOOLS,
-  tool_choice: TOOLS,
   thinking: 'extended thinking is not available',
   mcp_servers: 'MCP servers are not available',
   container: 'containers are not available',
@@ -64,7 +100,15 @@ export function parseMessagesRequest(body: unknown): GenerateRequest {
   const messages: ChatMessage[] = []
   const system = req.system === undefined ? '' : joinText(req.system)
   if (system !== '') messages.push({ role: 'system', content: system })
-  for (const m of req.messages) messages.push({ role: m.role, content: joinText(m.content) })
+  // Where each message of the wire landed among `messages` (tool results become turns of their own).
+  const wireOf: string[] = system !== '' ? [''] : []
+  req.messages.forEach((m, i) => {
+    for (const turn of toChatTurns(m, `messages[${i}]`)) {
+      messages.push(turn.message)
+      wireOf.push(turn.at)
+    }
+  })
+  checkToolResults(messages, (i) => wireOf[i]!)
   const out: GenerateRequest = {
     dialect: 'anthropic-messages',
     model: req.model,
@@ -75,11 +119,56 @@ export function parseMessagesRequest(body: unknown): GenerateRequest {
     stream: req.stream ?? false,
     includeUsage: false,
   }
-  if (req.ignore_eos) out.ignoreEos = true
+  const tools = toAnthropicToolUse(req)
+  if (tools) out.tools = tools
+  if (req.ignore_eos) {
+    if (tools && tools.choice !== 'none') throw new ApiError('invalid_request', "'ignore_eos' cannot be combined with 'tools'.", { param: 'ignore_eos' })
+    out.ignoreEos = true
+  }
   return out
 }
 
-function joinText(content: z.infer<typeof Content>): string {
+/** Anthropic's defaults: `auto` when there are tools, parallel calls allowed. */
+function toAnthropicToolUse(req: MessagesRequest): ToolUse | undefined {
+  const tools = toToolSpecs(
+    (req.tools ?? []).map((t) => ({ name: t.name, description: t.description, parameters: t.input_schema })),
+    (i) => `tools[${i}]`,
+    (i) => `tools[${i}].input_schema`,
+  )
+  const wire = req.tool_choice ?? { type: 'auto' as const }
+  const choice: ToolChoice = wire.type === 'any' ? 'required' : wire.type === 'tool' ? { name: wire.name } : wire.type
+  const parallel = wire.type === 'none' || wire.disable_parallel_tool_use !== true
+  return toToolUse(tools, choice, parallel, 'tool_choice')
+}
+
+/**
+ * One wire message as chat turns, in transformers' shape: an assistant's tool_use blocks become
+ * its tool_calls; a user's tool_result blocks become `tool` turns (before its text, as clients
+ * put them first).
+ */
+function toChatTurns(m: z.infer<typeof Message>, at: string): Array<{ message: ChatMessage; at: string }> {
+  if (typeof m.content === 'string') return [{ message: { role: m.role, content: m.content }, at }]
+  const blocks = m.content
+  const text = joinText(blocks.filter((b): b is Extract<Block, { type: 'text' }> => b.type === 'text'))
+  const turns: Array<{ message: ChatMessage; at: string }> = []
+  const calls: ChatToolCall[] = []
+  blocks.forEach((b, j) => {
+    const where = `${at}.content[${j}]`
+    if (b.type === 'tool_use') {
+      if (m.role !== 'assistant') throw new ApiError('invalid_request', `'${where}' is a tool_use block, which only assistant messages may hold.`, { param: where })
+      calls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: b.input } })
+    } else if (b.type === 'tool_result') {
+      if (m.role !== 'user') throw new ApiError('invalid_request', `'${where}' is a tool_result block, which only user messages may hold.`, { param: where })
+      const content = b.content === undefined ? '' : joinText(b.content)
+      turns.push({ message: { role: 'tool', content: b.is_error ? `Error: ${content}` : content, tool_call_id: b.tool_use_id }, at: `${where}.tool_use_id` })
+    }
+  })
+  if (calls.length > 0) turns.push({ message: { role: 'assistant', content: text, tool_calls: calls }, at })
+  else if (text !== '' || turns.length === 0) turns.push({ message: { role: m.role, content: text }, at })
+  return turns
+}
+
+function joinText(content: string | ReadonlyArray<{ text: string }>): string {
   return typeof content === 'string' ? content : content.map((b) => b.text).join('\n')
 }
 
@@ -87,7 +176,13 @@ export function messageId(requestId: string): string {
   return `msg_${requestId}`
 }
 
-/** The SDK dispatches on the `event:` line and needs message_start first; output_tokens is cumulative. */
+/**
+ * The SDK dispatches on the `event:` line and needs message_start first; output_tokens is
+ * cumulative. Without tools the text block opens with the preamble, as Anthropic's does; with
+ * tools, blocks open as the answer reaches them (text, then each tool_use), so a stream holds
+ * exactly the blocks its JSON body would. An answer with neither holds one empty text block, as
+ * the body does.
+ */
 export function messagesStreamEncoder(meta: StreamMeta): StreamEncoder {
   const message = {
     id: messageId(meta.requestId),
@@ -99,15 +194,34 @@ export function messagesStreamEncoder(meta: StreamMeta): StreamEncoder {
     stop_sequence: null,
     usage: { input_tokens: meta.promptTokens, output_tokens: 0 },
   }
+  const eager = !meta.tools
+  /** The open block's index and kind; index -1: none opened yet. A continuation starts in the same state, without the preamble. */
+  let index = eager ? 0 : -1
+  let open: 'text' | 'tool_use' | undefined = eager ? 'text' : undefined
+  const close = () => (open === undefined ? '' : ((open = undefined), sseEvent('content_block_stop', { type: 'content_block_stop', index })))
+  const begin = (kind: 'text' | 'tool_use', block: object) => {
+    const frames = close() + sseEvent('content_block_start', { type: 'content_block_start', index: ++index, content_block: block })
+    open = kind
+    return frames
+  }
+  const text = (delta: string) =>
+    (open === 'text' ? '' : begin('text', { type: 'text', text: '' })) + sseEvent('content_block_delta', { type: 'content_block_delta', index, delta: { type: 'text_delta', text: delta } })
   return {
     start: () =>
       sseEvent('message_start', { type: 'message_start', message }) +
-      sseEvent('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }) +
+      (eager ? sseEvent('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }) : '') +
       sseEvent('ping', { type: 'ping' }),
-    text: (delta) =>
-      delta === '' ? '' : sseEvent('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: delta } }),
+    text: (delta, extra) => {
+      let frames = delta === '' ? '' : text(delta)
+      for (const call of extra?.toolCalls ?? []) {
+        if (call.id !== undefined) frames += begin('tool_use', { type: 'tool_use', id: call.id, name: call.name, input: {} })
+        if (call.arguments !== '') frames += sseEvent('content_block_delta', { type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: call.arguments } })
+      }
+      return frames
+    },
     finish: (reason: CompletedReason, usage: Usage, stopSequence?: string) =>
-      sseEvent('content_block_stop', { type: 'content_block_stop', index: 0 }) +
+      (index === -1 ? begin('text', { type: 'text', text: '' }) : '') +
+      close() +
       sseEvent('message_delta', {
         type: 'message_delta',
         delta: { stop_reason: toAnthropicStopReason(reason), stop_sequence: matchedStop(reason, stopSequence) },
@@ -119,16 +233,38 @@ export function messagesStreamEncoder(meta: StreamMeta): StreamEncoder {
   }
 }
 
-export function messagesJsonBody(meta: ResponseMeta, text: string, reason: CompletedReason, usage: Usage, stopSequence?: string): object {
+export function messagesJsonBody(meta: ResponseMeta, [choice]: ChoiceOutput[], usage: Usage): object {
+  const { reason, stopSequence } = choice!
+  const content: object[] = []
+  let text: { type: 'text'; text: string } | undefined
+  for (const part of choice!.content) {
+    if (part.type === 'text') {
+      if (text) text.text += part.text
+      else content.push((text = { type: 'text', text: part.text }))
+      continue
+    }
+    text = undefined
+    content.push({ type: 'tool_use', id: part.call.id, name: part.call.name, input: toolInput(part.call.arguments) })
+  }
+  if (content.length === 0) content.push({ type: 'text', text: '' })
   return {
     id: messageId(meta.requestId),
     type: 'message',
     role: 'assistant',
     model: meta.model,
-    content: [{ type: 'text', text }],
+    content,
     stop_reason: toAnthropicStopReason(reason),
     stop_sequence: matchedStop(reason, stopSequence),
     usage: { ...toAnthropicInputUsage(usage), output_tokens: usage.completionTokens },
+  }
+}
+
+/** A call's input object; a call cut short by max_tokens keeps what parses ({} when nothing does), as the SDK's stream does. */
+function toolInput(args: string): unknown {
+  try {
+    return JSON.parse(args)
+  } catch {
+    return {}
   }
 }
 
@@ -153,16 +289,18 @@ export const anthropicMessagesCodec: DialectCodec<'anthropic-messages'> = {
   parse: parseMessagesRequest,
   streamEncoder: messagesStreamEncoder,
   jsonBody: messagesJsonBody,
+  toolCallIdPrefix: 'toolu_',
   errors: ANTHROPIC_ERRORS,
   limitHeaders: ANTHROPIC_LIMIT_HEADERS,
   contextLengthExceeded: ANTHROPIC_CONTEXT_LENGTH_EXCEEDED,
   streamEnds: ANTHROPIC_STREAM_ENDS,
 }
 
-export type AnthropicStopReason = 'end_turn' | 'stop_sequence' | 'max_tokens'
+export type AnthropicStopReason = 'end_turn' | 'stop_sequence' | 'max_tokens' | 'tool_use'
 
 /** A completed sequence's stop_reason. */
 export function toAnthropicStopReason(reason: CompletedReason): AnthropicStopReason {
   if (reason === 'length') return 'max_tokens'
+  if (reason === 'tool_calls') return 'tool_use'
   return reason === 'stop_sequence' ? 'stop_sequence' : 'end_turn'
 }

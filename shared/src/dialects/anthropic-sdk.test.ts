@@ -3,6 +3,7 @@
  * `@anthropic-ai/sdk`, unmodified, served through its `fetch` option in small chunks.
  */
 
+import { textChoice } from '../generation.ts'
 import Anthropic from '@anthropic-ai/sdk'
 import { describe, expect, it } from 'vitest'
 import { ApiError, INTERNAL_ERROR_MESSAGE } from '../api-error.ts'
@@ -103,7 +104,7 @@ describe('Anthropic streaming through the official SDK', () => {
 
 describe('Anthropic non-streaming body through the official SDK', () => {
   it('parses a message', async () => {
-    const client = clientFor(() => jsonResponse(messages.jsonBody(meta, 'Hello', 'stop', usage)))
+    const client = clientFor(() => jsonResponse(messages.jsonBody(meta, [textChoice('Hello', 'stop')], usage)))
     const res = await client.messages.create(params)
     expect(res).toEqual({
       id: 'msg_req-1',
@@ -157,7 +158,7 @@ describe('Anthropic error bodies through the official SDK', () => {
     let calls = 0
     const client = clientFor(() => {
       calls += 1
-      return calls === 1 ? jsonResponse(overloaded.body, overloaded.status, overloaded.headers) : jsonResponse(messages.jsonBody(meta, 'ok', 'stop', usage))
+      return calls === 1 ? jsonResponse(overloaded.body, overloaded.status, overloaded.headers) : jsonResponse(messages.jsonBody(meta, [textChoice('ok', 'stop')], usage))
     }, 1)
     const res = await client.messages.create(params)
     expect(res.content).toEqual([{ type: 'text', text: 'ok' }])

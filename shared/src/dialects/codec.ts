@@ -9,7 +9,7 @@
 
 import type { ApiError } from '../api-error.ts'
 import type { ErrorShape } from '../error-body.ts'
-import type { CompletedReason, GenerateRequest, Usage } from '../generation.ts'
+import type { ChoiceOutput, CompletedReason, GenerateRequest, PieceExtra, Usage } from '../generation.ts'
 
 export interface ResponseMeta {
   /** The request id (x-request-id); response ids are derived from it (`chatcmpl-…`, `cmpl-…`, `msg_…`). */
@@ -25,15 +25,26 @@ export interface StreamMeta extends ResponseMeta {
   promptTokens: number
   /** OpenAI `stream_options.include_usage`: every chunk carries `usage: null`, then a usage chunk. */
   includeUsage?: boolean
+  /** Choices in the stream (OpenAI `n`; 1 when absent): the closing frames follow the last choice's finish. */
+  choices?: number
+  /** The model may call tools: the answer may hold call blocks, not only text (Anthropic opens its blocks as they come). */
+  tools?: boolean
 }
 
 export interface StreamEncoder {
   /** Frames that precede any token: OpenAI chat's role chunk; Anthropic's message_start, content_block_start, ping. */
   start(): string
-  /** One text delta; '' for an empty delta (nothing to send). */
-  text(delta: string): string
-  /** The closing frames; `usage.completionTokens` is the total (Anthropic's output_tokens is cumulative). */
-  finish(reason: CompletedReason, usage: Usage, stopSequence?: string): string
+  /**
+   * One piece of a choice's answer: its text delta, and beside it tool-call pieces and the log
+   * probabilities of the tokens it completes; '' when there is nothing to send.
+   */
+  text(delta: string, extra?: PieceExtra): string
+  /**
+   * A choice's finish; after the last choice's, the closing frames. `usage` is the whole
+   * response's, read at the last finish (`completionTokens` summed over choices; Anthropic's
+   * output_tokens is cumulative).
+   */
+  finish(reason: CompletedReason, usage: Usage, stopSequence?: string, choice?: number): string
   /** The frame that ends a stream that failed after start(); the caller closes the stream after it. */
   error(err: unknown): string
 }
@@ -71,8 +82,10 @@ export interface DialectCodec<Name extends string = string> {
   /** Validates a parsed JSON body; throws ApiError('invalid_request') naming the bad field. */
   parse(body: unknown): GenerateRequest
   streamEncoder(meta: StreamMeta): StreamEncoder
-  /** The non-streaming response body. */
-  jsonBody(meta: ResponseMeta, text: string, reason: CompletedReason, usage: Usage, stopSequence?: string): object
+  /** The non-streaming response body: every choice (one unless the dialect has `n`), usage summed over them. */
+  jsonBody(meta: ResponseMeta, choices: ChoiceOutput[], usage: Usage): object
+  /** How its tool-call ids begin (`call_`, `toolu_`): the node derives the rest from the request. */
+  readonly toolCallIdPrefix: string
   /** Status, body and stream frame of its errors (rendered by error-body.ts). */
   readonly errors: ErrorShape
   /** Its x-ratelimit-* style headers, sent on every response of a limited route. */

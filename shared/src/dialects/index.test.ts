@@ -1,3 +1,4 @@
+import { textChoice } from '../generation.ts'
 import { describe, expect, it } from 'vitest'
 import { renderError } from '../error-body.ts'
 import { DIALECTS_WITH_FOURTH } from '../../test/support/fourth-dialect.ts'
@@ -20,9 +21,9 @@ describe('dialect registry', () => {
   it('derives response ids from the request id', () => {
     const meta = { requestId: 'abc', model: 'm', created: 1 }
     const usage = { promptTokens: 1, completionTokens: 1 }
-    expect(getDialect('openai-chat').jsonBody(meta, '', 'stop', usage)).toMatchObject({ id: 'chatcmpl-abc' })
-    expect(getDialect('openai-completions').jsonBody(meta, '', 'stop', usage)).toMatchObject({ id: 'cmpl-abc' })
-    expect(getDialect('anthropic-messages').jsonBody(meta, '', 'stop', usage)).toMatchObject({ id: 'msg_abc' })
+    expect(getDialect('openai-chat').jsonBody(meta, [textChoice('', 'stop')], usage)).toMatchObject({ id: 'chatcmpl-abc' })
+    expect(getDialect('openai-completions').jsonBody(meta, [textChoice('', 'stop')], usage)).toMatchObject({ id: 'cmpl-abc' })
+    expect(getDialect('anthropic-messages').jsonBody(meta, [textChoice('', 'stop')], usage)).toMatchObject({ id: 'msg_abc' })
   })
 
   it('renders errors in each dialect through the codec', () => {

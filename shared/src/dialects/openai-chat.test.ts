@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { ApiError } from '../api-error.ts'
 import { resolveSampling, type GenerateRequest } from '../generation.ts'
-import { chatStreamEncoder, parseChatCompletionRequest } from './openai-chat.ts'
+import { chatJsonBody, chatStreamEncoder, parseChatCompletionRequest } from './openai-chat.ts'
 import { apiErrorOf } from '../../test/support/api-error-of.ts'
 
 const user = { role: 'user', content: 'hi' }
@@ -121,10 +121,11 @@ describe('parseChatCompletionRequest', () => {
     expect(err.message).toBe("'temprature' is not a supported parameter.")
   })
 
-  it('rejects n > 1 with a clear message', () => {
-    const err = rejection({ ...base, n: 2 })
-    expect(err.param).toBe('n')
-    expect(err.message).toContain('n > 1 is not supported; send separate requests')
+  it('takes n from 1 to 8', () => {
+    expect(parseChatCompletionRequest({ ...base, n: 1 }).n).toBeUndefined()
+    expect(parseChatCompletionRequest({ ...base, n: 8 }).n).toBe(8)
+    expect(rejection({ ...base, n: 9 }).message).toBe("'n' must be at most 8.")
+    expect(rejection({ ...base, n: 0 }).param).toBe('n')
   })
 
   it('rejects an empty or missing messages list', () => {
@@ -165,17 +166,57 @@ describe('parseChatCompletionRequest', () => {
     expect(err.message).toContain('only text content parts are supported')
   })
 
-  it('rejects tools, tool messages and tool calls as not supported', () => {
-    expect(rejection({ ...base, tools: [{ type: 'function', function: { name: 'f' } }] }).message).toBe(
-      "'tools' is not supported: tool and function calling are not available on this server.",
-    )
-    expect(rejection({ model: 'tiny', messages: [{ role: 'tool', content: 'x', tool_call_id: 'c1' }] }).param).toBe('messages[0].tool_call_id')
-    expect(rejection({ model: 'tiny', messages: [{ role: 'assistant', content: null, tool_calls: [] }] }).param).toBe('messages[0].tool_calls')
-    expect(rejection({ model: 'tiny', messages: [{ role: 'tool', content: 'x' }] }).message).toContain('tool messages are not supported')
+  const weather = { type: 'function', function: { name: 'get_weather', description: 'Weather now', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }
+
+  it('takes tools, tool_choice and parallel_tool_calls, auto by default', () => {
+    const parsed = parseChatCompletionRequest({ ...base, tools: [weather] })
+    expect(parsed.tools).toEqual({ tools: [{ name: 'get_weather', description: 'Weather now', parameters: JSON.stringify(weather.function.parameters), strict: false }], choice: 'auto', parallel: true })
+    expect(parseChatCompletionRequest({ ...base, tools: [weather], tool_choice: 'required', parallel_tool_calls: false }).tools).toMatchObject({ choice: 'required', parallel: false })
+    expect(parseChatCompletionRequest({ ...base, tools: [weather], tool_choice: { type: 'function', function: { name: 'get_weather' } } }).tools!.choice).toEqual({ name: 'get_weather' })
+    // No parameters: a function of no arguments, as OpenAI reads it.
+    expect(parseChatCompletionRequest({ ...base, tools: [{ type: 'function', function: { name: 'now' } }] }).tools!.tools[0]!.parameters).toBe('{"type":"object","properties":{}}')
+    expect(parseChatCompletionRequest({ ...base, tool_choice: 'none' }).tools).toBeUndefined()
   })
 
-  it('rejects logprobs', () => {
-    expect(rejection({ ...base, logprobs: true }).param).toBe('logprobs')
+  it('takes assistant tool calls and tool messages that answer them, in the template\'s shape', () => {
+    const messages = [
+      user,
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', content: [{ type: 'text', text: '21C' }], tool_call_id: 'call_1' },
+    ]
+    expect(parseChatCompletionRequest({ model: 'tiny', messages, tools: [weather] }).input).toEqual({ kind: 'chat', messages: [
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: '', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
+      { role: 'tool', content: '21C', tool_call_id: 'call_1' },
+    ] })
+  })
+
+  it('names the field of every malformed tool use', () => {
+    const bad = (extra: object) => rejection({ ...base, ...extra })
+    expect(bad({ tools: [{ type: 'function', function: { name: 'has space' } }] }).param).toBe('tools[0].function.name')
+    expect(bad({ tools: [weather, weather] }).message).toBe("'tools[1].function.name' repeats the tool name 'get_weather': tool names must be unique.")
+    expect(bad({ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'number', multipleOf: 2 } } } } }] }).message).toContain("'tools[0].function.parameters.properties.n.multipleOf' is not supported")
+    expect(bad({ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'wat' } } }] }).param).toBe('tools[0].function.parameters')
+    expect(bad({ tools: [{ type: 'code_interpreter' }] }).param).toBe('tools[0].type')
+    expect(bad({ tools: [weather], tool_choice: { type: 'function', function: { name: 'other' } } }).message).toBe("'tool_choice' names the tool 'other', which is not in 'tools'.")
+    expect(bad({ tool_choice: 'required' }).message).toBe("'tool_choice' requires a tool call, but the request has no 'tools'.")
+    expect(bad({ tools: [weather], tool_choice: 'sometimes' }).param).toBe('tool_choice')
+    expect(bad({ tools: [weather], response_format: { type: 'json_object' } }).param).toBe('response_format')
+    expect(bad({ tools: [weather], ignore_eos: true }).param).toBe('ignore_eos')
+    expect(bad({ functions: [] }).message).toContain("use 'tools' and 'tool_choice'")
+    expect(rejection({ model: 'tiny', messages: [user, { role: 'tool', content: 'x', tool_call_id: 'c1' }] }).message).toBe("'messages[1].tool_call_id' answers the tool call 'c1', which no earlier assistant turn made.")
+    expect(rejection({ model: 'tiny', messages: [{ role: 'tool', content: 'x' }] }).message).toBe("'messages[0].tool_call_id' is required on tool messages.")
+    expect(rejection({ model: 'tiny', messages: [{ role: 'user', content: 'x', tool_call_id: 'c' }] }).param).toBe('messages[0].tool_call_id')
+    expect(rejection({ model: 'tiny', messages: [{ role: 'assistant', content: null }] }).param).toBe('messages[0].content')
+    expect(rejection({ model: 'tiny', messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{' } }] }] }).param).toBe('messages[0].tool_calls[0].function.arguments')
+  })
+
+  it('takes logprobs with top_logprobs from 0 to 20', () => {
+    expect(parseChatCompletionRequest({ ...base, logprobs: true }).logprobs).toEqual({ top: 0 })
+    expect(parseChatCompletionRequest({ ...base, logprobs: true, top_logprobs: 20 }).logprobs).toEqual({ top: 20 })
+    expect(parseChatCompletionRequest({ ...base, logprobs: false }).logprobs).toBeUndefined()
+    expect(rejection({ ...base, logprobs: true, top_logprobs: 21 }).message).toBe("'top_logprobs' must be at most 20.")
+    expect(rejection({ ...base, top_logprobs: 2 }).message).toBe("'top_logprobs' requires 'logprobs' to be true.")
   })
 
   it('takes response_format as the output constraint', () => {
@@ -213,5 +254,36 @@ describe('chatStreamEncoder', () => {
   it('keeps newlines inside one data line', () => {
     const frame = chatStreamEncoder(meta).text('a\nb\r\n')
     expect(frame.split('\n').filter((l) => l !== '')).toHaveLength(1)
+  })
+})
+
+describe('chat tool calls, logprobs and n on the wire', () => {
+  const meta = { requestId: 'r', model: 'tiny', created: 1, promptTokens: 3 }
+  const data = (frames: string) => frames.split('\n\n').filter((f) => f.startsWith('data: {')).map((f) => JSON.parse(f.slice(6)))
+
+  it('streams a call\'s id, type and name in its first delta and only arguments after', () => {
+    const enc = chatStreamEncoder(meta)
+    const [first] = data(enc.text('', { toolCalls: [{ index: 0, id: 'call_1', name: 'f', arguments: '{"a"' }] }))
+    expect(first.choices[0].delta).toEqual({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"a"' } }] })
+    const [next] = data(enc.text('', { toolCalls: [{ index: 0, arguments: ':1}' }] }))
+    expect(next.choices[0].delta).toEqual({ tool_calls: [{ index: 0, function: { arguments: ':1}' } }] })
+    const [end] = data(enc.finish('tool_calls', { promptTokens: 3, completionTokens: 4 }))
+    expect(end.choices[0].finish_reason).toBe('tool_calls')
+  })
+
+  it('a JSON body with calls has content null, the calls, and finish_reason tool_calls', () => {
+    const body = chatJsonBody(meta, [{ content: [{ type: 'tool_call', call: { id: 'call_1', name: 'f', arguments: '{}' } }], reason: 'tool_calls' }], { promptTokens: 3, completionTokens: 4 }) as { choices: Array<{ message: object; finish_reason: string }> }
+    expect(body.choices[0]).toMatchObject({ message: { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }] }, finish_reason: 'tool_calls' })
+  })
+
+  it('n choices: a role chunk each, chunks under their index, the closing frames after the last finish only', () => {
+    const enc = chatStreamEncoder({ ...meta, choices: 2, includeUsage: true })
+    expect(data(enc.start()).map((c) => c.choices[0].index)).toEqual([0, 1])
+    expect(data(enc.text('x', { choice: 1 }))[0].choices[0]).toMatchObject({ index: 1, delta: { content: 'x' } })
+    const first = enc.finish('length', { promptTokens: 3, completionTokens: 2 }, undefined, 1)
+    expect(first).not.toContain('[DONE]')
+    const last = enc.finish('stop', { promptTokens: 3, completionTokens: 5 }, undefined, 0)
+    expect(last.endsWith('data: [DONE]\n\n')).toBe(true)
+    expect(data(last).at(-1).usage).toMatchObject({ prompt_tokens: 3, completion_tokens: 5 })
   })
 })

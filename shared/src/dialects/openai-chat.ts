@@ -3,13 +3,15 @@
 import { z } from 'zod'
 import { ApiError } from '../api-error.ts'
 import { renderStreamError } from '../error-body.ts'
-import type { ChatMessage, CompletedReason, GenerateRequest, Usage } from '../generation.ts'
+import { choiceCalls, choiceText, type ChatMessage, type ChoiceOutput, type CompletedReason, type GenerateRequest, type ToolCallDelta, type Usage } from '../generation.ts'
 import { SSE_DONE, sseData } from '../sse.ts'
 import type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
 import { OPENAI_ERRORS, OPENAI_STREAM_ENDS, vllmContextLengthExceeded } from './openai-errors.ts'
-import { nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, promptCacheKeyField, streamFields, toContextId, toOpenAIFinishReason, toOpenAIUsage, toStreamSettings, type OpenAIFinishReason } from './openai-fields.ts'
+import { MAX_CHAT_TOP_LOGPROBS, nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, promptCacheKeyField, streamFields, toChatLogprobs, toContextId, toOpenAIFinishReason, toOpenAIUsage, toStreamSettings, type OpenAIFinishReason } from './openai-fields.ts'
 import { OPENAI_LIMIT_HEADERS } from './openai-limit-headers.ts'
+import { openAIToolFields, OpenAIToolCall, toChatToolCalls, toOpenAIToolUse } from './openai-tools.ts'
 import { responseFormatField, toOutputConstraint } from './response-format.ts'
+import { checkToolResults } from './tool-checks.ts'
 import { maxTokensField, samplingFields, stopField, toSamplingRequest, toStopList } from './sampling-fields.ts'
 import { validateBody } from './validate-body.ts'
 
@@ -21,10 +23,13 @@ const TextPart = z.strictObject({
 })
 
 const ChatMessageBody = z.strictObject({
-  role: z.enum(['system', 'developer', 'user', 'assistant'], {
-    error: 'must be "system", "developer", "user" or "assistant" (tool messages are not supported)',
+  role: z.enum(['system', 'developer', 'user', 'assistant', 'tool'], {
+    error: 'must be "system", "developer", "user", "assistant" or "tool"',
   }),
-  content: z.union([z.string(), z.array(TextPart)]),
+  /** Absent or null only on an assistant turn that made tool calls. */
+  content: z.union([z.string(), z.array(TextPart)]).nullish(),
+  tool_calls: z.array(OpenAIToolCall).nullish(),
+  tool_call_id: z.string().min(1).nullish(),
 })
 
 export const ChatCompletionRequest = z.strictObject({
@@ -35,7 +40,9 @@ export const ChatCompletionRequest = z.strictObject({
   max_completion_tokens: maxTokensField.nullish(),
   stop: stopField(4),
   n: nField,
-  logprobs: z.literal(false, { error: 'must be false: log probabilities are not available' }).nullish(),
+  logprobs: z.boolean().nullish(),
+  top_logprobs: z.int().min(0).max(MAX_CHAT_TOP_LOGPROBS).nullish(),
+  ...openAIToolFields,
   ...responseFormatField,
   ...samplingFields,
   ...streamFields,
@@ -46,10 +53,12 @@ export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequest>
 
 export function parseChatCompletionRequest(body: unknown): GenerateRequest {
   const req = validateBody(ChatCompletionRequest, body, OPENAI_UNSUPPORTED)
+  const messages = req.messages.map((m, i) => toChatMessage(m, `messages[${i}]`))
+  checkToolResults(messages, (i) => `messages[${i}].tool_call_id`)
   const out: GenerateRequest = {
     dialect: 'openai-chat',
     model: req.model,
-    input: { kind: 'chat', messages: req.messages.map(toChatMessage) },
+    input: { kind: 'chat', messages },
     stop: toStopList(req.stop),
     sampling: toSamplingRequest(req),
     ...toStreamSettings(req),
@@ -60,20 +69,36 @@ export function parseChatCompletionRequest(body: unknown): GenerateRequest {
   if (req.ignore_eos) out.ignoreEos = true
   const contextId = toContextId(req)
   if (contextId !== undefined) out.contextId = contextId
+  const tools = toOpenAIToolUse(req)
+  if (tools) out.tools = tools
   const constraint = toOutputConstraint(req.response_format)
   if (constraint) {
-    // A constrained answer ends where its grammar does: generating past EOS has no meaning there.
-    if (req.ignore_eos) throw new ApiError('invalid_request', "'ignore_eos' cannot be combined with 'response_format'.", { param: 'ignore_eos' })
+    if (tools && tools.choice !== 'none') throw new ApiError('invalid_request', "'response_format' cannot be combined with 'tools' unless 'tool_choice' is \"none\".", { param: 'response_format' })
     out.constraint = constraint
   }
+  // A constrained answer ends where its grammar does: generating past EOS has no meaning there.
+  if (req.ignore_eos && (constraint || (tools && tools.choice !== 'none'))) {
+    throw new ApiError('invalid_request', `'ignore_eos' cannot be combined with '${constraint ? 'response_format' : 'tools'}'.`, { param: 'ignore_eos' })
+  }
+  if (req.top_logprobs != null && req.logprobs !== true) throw new ApiError('invalid_request', "'top_logprobs' requires 'logprobs' to be true.", { param: 'top_logprobs' })
+  if (req.logprobs) out.logprobs = { top: req.top_logprobs ?? 0 }
+  if (req.n != null && req.n > 1) out.n = req.n
   return out
 }
 
-function toChatMessage(m: z.infer<typeof ChatMessageBody>): ChatMessage {
+function toChatMessage(m: z.infer<typeof ChatMessageBody>, at: string): ChatMessage {
   // `developer` is OpenAI's newer name for the system role.
   const role = m.role === 'developer' ? 'system' : m.role
-  const content = typeof m.content === 'string' ? m.content : m.content.map((p) => p.text).join('\n')
-  return { role, content }
+  const calls = m.tool_calls ?? []
+  if (calls.length > 0 && role !== 'assistant') throw new ApiError('invalid_request', `'${at}.tool_calls' is only allowed on assistant messages.`, { param: `${at}.tool_calls` })
+  if (m.tool_call_id != null && role !== 'tool') throw new ApiError('invalid_request', `'${at}.tool_call_id' is only allowed on tool messages.`, { param: `${at}.tool_call_id` })
+  if (role === 'tool' && m.tool_call_id == null) throw new ApiError('invalid_request', `'${at}.tool_call_id' is required on tool messages.`, { param: `${at}.tool_call_id` })
+  if (m.content == null && calls.length === 0) throw new ApiError('invalid_request', `'${at}.content' is required.`, { param: `${at}.content` })
+  const content = m.content == null ? '' : typeof m.content === 'string' ? m.content : m.content.map((p) => p.text).join('\n')
+  const out: ChatMessage = { role, content }
+  if (calls.length > 0) out.tool_calls = toChatToolCalls(calls, `${at}.tool_calls`)
+  if (m.tool_call_id != null) out.tool_call_id = m.tool_call_id
+  return out
 }
 
 export function chatCompletionId(requestId: string): string {
@@ -85,31 +110,59 @@ export function chatStreamEncoder(meta: StreamMeta): StreamEncoder {
   // Each chunk is written out as a literal (one per token): on Node 20's V8, `{ ...base, choices }`
   // costs ~1 µs per property added after the spread.
   const { created, model } = meta
+  const n = meta.choices ?? 1
+  let open = n
   // With include_usage OpenAI sends `usage: null` on every chunk, then one usage chunk.
-  const chunk = (delta: object, finishReason: OpenAIFinishReason | null): string => {
-    const choices = [{ index: 0, delta, logprobs: null, finish_reason: finishReason }]
+  const chunk = (index: number, delta: object, logprobs: object | null, finishReason: OpenAIFinishReason | null): string => {
+    const choices = [{ index, delta, logprobs, finish_reason: finishReason }]
     return sseData(meta.includeUsage
       ? { id, object: 'chat.completion.chunk', created, model, choices, usage: null }
       : { id, object: 'chat.completion.chunk', created, model, choices })
   }
   return {
-    start: () => chunk({ role: 'assistant', content: '' }, null),
-    text: (delta) => (delta === '' ? '' : chunk({ content: delta }, null)),
-    finish: (reason: CompletedReason, usage: Usage) => {
-      const usageChunk = meta.includeUsage ? sseData({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: toOpenAIUsage(usage) }) : ''
-      return chunk({}, toOpenAIFinishReason(reason)) + usageChunk + SSE_DONE
+    start: () => {
+      let frames = ''
+      for (let i = 0; i < n; i++) frames += chunk(i, { role: 'assistant', content: '' }, null, null)
+      return frames
+    },
+    text: (delta, extra) => {
+      if (!extra) return delta === '' ? '' : chunk(0, { content: delta }, null, null)
+      const calls = extra.toolCalls
+      if (delta === '' && !calls?.length) return ''
+      const body: { content?: string; tool_calls?: object[] } = {}
+      if (delta !== '') body.content = delta
+      if (calls?.length) body.tool_calls = calls.map(toWireCallDelta)
+      return chunk(extra.choice ?? 0, body, toChatLogprobs(extra.logprobs), null)
+    },
+    finish: (reason: CompletedReason, usage: Usage, _stop?: string, choice = 0) => {
+      const last = --open === 0
+      const usageChunk = last && meta.includeUsage ? sseData({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: toOpenAIUsage(usage) }) : ''
+      return chunk(choice, {}, null, toOpenAIFinishReason(reason)) + usageChunk + (last ? SSE_DONE : '')
     },
     error: (err) => renderStreamError(OPENAI_ERRORS, err),
   }
 }
 
-export function chatJsonBody(meta: ResponseMeta, text: string, reason: CompletedReason, usage: Usage): object {
+/** A call's piece on the wire: the id, type and name only in its first piece (OpenAI's shape). */
+function toWireCallDelta(d: ToolCallDelta): object {
+  if (d.id === undefined) return { index: d.index, function: { arguments: d.arguments } }
+  return { index: d.index, id: d.id, type: 'function', function: { name: d.name, arguments: d.arguments } }
+}
+
+export function chatJsonBody(meta: ResponseMeta, choices: ChoiceOutput[], usage: Usage): object {
   return {
     id: chatCompletionId(meta.requestId),
     object: 'chat.completion',
     created: meta.created,
     model: meta.model,
-    choices: [{ index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: toOpenAIFinishReason(reason) }],
+    choices: choices.map((c, index) => {
+      const calls = choiceCalls(c)
+      const text = choiceText(c)
+      const message = calls.length === 0
+        ? { role: 'assistant', content: text }
+        : { role: 'assistant', content: text === '' ? null : text, tool_calls: calls.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } })) }
+      return { index, message, logprobs: toChatLogprobs(c.logprobs), finish_reason: toOpenAIFinishReason(c.reason) }
+    }),
     usage: toOpenAIUsage(usage),
   }
 }
@@ -120,6 +173,7 @@ export const openAIChatCodec: DialectCodec<'openai-chat'> = {
   parse: parseChatCompletionRequest,
   streamEncoder: chatStreamEncoder,
   jsonBody: chatJsonBody,
+  toolCallIdPrefix: 'call_',
   errors: OPENAI_ERRORS,
   limitHeaders: OPENAI_LIMIT_HEADERS,
   contextLengthExceeded: vllmContextLengthExceeded('messages'),

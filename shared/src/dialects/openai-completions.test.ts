@@ -48,10 +48,14 @@ describe('parseCompletionRequest', () => {
     expect(rejection({ model: 'tiny' }).message).toBe("'prompt' is required.")
   })
 
-  it('rejects n > 1, best_of > 1, logprobs and suffix', () => {
-    expect(rejection({ ...base, n: 3 }).message).toContain('n > 1 is not supported')
-    expect(rejection({ ...base, best_of: 2 }).param).toBe('best_of')
-    expect(rejection({ ...base, logprobs: 5 }).param).toBe('logprobs')
+  it('takes n with best_of = n, logprobs from 0 to 5, and refuses suffix', () => {
+    expect(parseCompletionRequest({ ...base, n: 3, best_of: 3 }).n).toBe(3)
+    expect(rejection({ ...base, n: 3, best_of: 4 }).param).toBe('best_of')
+    expect(rejection({ ...base, best_of: 2 }).message).toContain("'best_of' must equal 'n' (1)")
+    expect(parseCompletionRequest({ ...base, logprobs: 5 }).logprobs).toEqual({ top: 5 })
+    expect(parseCompletionRequest({ ...base, logprobs: 0 }).logprobs).toEqual({ top: 0 })
+    expect(rejection({ ...base, logprobs: 6 }).message).toBe("'logprobs' must be at most 5.")
+    expect(rejection({ ...base, logprobs: 1, echo: true }).param).toBe('logprobs')
     expect(rejection({ ...base, suffix: 'end' }).message).toContain('suffix')
   })
 

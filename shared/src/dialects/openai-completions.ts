@@ -3,11 +3,11 @@
 import { z } from 'zod'
 import { ApiError } from '../api-error.ts'
 import { renderStreamError } from '../error-body.ts'
-import type { CompletedReason, GenerateRequest, Usage } from '../generation.ts'
+import { choiceText, type ChoiceOutput, type CompletedReason, type GenerateRequest, type Usage } from '../generation.ts'
 import { SSE_DONE, sseData } from '../sse.ts'
 import type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
 import { OPENAI_ERRORS, OPENAI_STREAM_ENDS, vllmContextLengthExceeded } from './openai-errors.ts'
-import { nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, promptCacheKeyField, streamFields, toContextId, toOpenAIFinishReason, toOpenAIUsage, toStreamSettings, type OpenAIFinishReason } from './openai-fields.ts'
+import { MAX_COMPLETION_LOGPROBS, nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, promptCacheKeyField, streamFields, toCompletionLogprobs, toContextId, toOpenAIFinishReason, toOpenAIUsage, toStreamSettings, type OpenAIFinishReason } from './openai-fields.ts'
 import { OPENAI_LIMIT_HEADERS } from './openai-limit-headers.ts'
 import { maxTokensField, samplingFields, stopField, toSamplingRequest, toStopList } from './sampling-fields.ts'
 import { validateBody } from './validate-body.ts'
@@ -24,10 +24,11 @@ export const CompletionRequest = z.strictObject({
   max_tokens: maxTokensField.nullish(),
   stop: stopField(4),
   n: nField,
-  /** best_of = 1 is the same as not asking for it. */
-  best_of: z.literal(1, { error: 'must be 1: best_of > 1 is not supported' }).nullish(),
+  /** best_of = n is the same as not asking for it (no choice is generated and then dropped). */
+  best_of: z.int().min(1).nullish(),
   echo: z.boolean().nullish(),
-  logprobs: z.null({ error: 'must be null: log probabilities are not available' }).optional(),
+  /** Alternatives per token, and with them each token's own log probability. */
+  logprobs: z.int().min(0).max(MAX_COMPLETION_LOGPROBS).nullish(),
   ...samplingFields,
   ...streamFields,
   ...promptCacheKeyField,
@@ -51,6 +52,16 @@ export function parseCompletionRequest(body: unknown): GenerateRequest {
   if (req.ignore_eos) out.ignoreEos = true
   const contextId = toContextId(req)
   if (contextId !== undefined) out.contextId = contextId
+  const n = req.n ?? 1
+  if (req.best_of != null && req.best_of !== n) {
+    throw new ApiError('invalid_request', `'best_of' must equal 'n' (${n}): choosing the best of more completions than are returned is not supported.`, { param: 'best_of' })
+  }
+  if (n > 1) out.n = n
+  if (req.logprobs != null) {
+    // Prompt tokens' log probabilities would need a pass the engine does not make.
+    if (req.echo) throw new ApiError('invalid_request', "'logprobs' cannot be combined with 'echo': prompt log probabilities are not available.", { param: 'logprobs' })
+    out.logprobs = { top: req.logprobs }
+  }
   return out
 }
 
@@ -71,30 +82,47 @@ export function completionStreamEncoder(meta: StreamMeta): StreamEncoder {
   // A literal per chunk, not `{ ...base, choices }` (see openai-chat.ts's encoder).
   const id = completionId(meta.requestId)
   const { created, model } = meta
-  const chunk = (text: string, finishReason: OpenAIFinishReason | null): string => {
-    const choices = [{ text, index: 0, logprobs: null, finish_reason: finishReason }]
+  let open = meta.choices ?? 1
+  /** Characters streamed so far per choice: each token's text_offset. */
+  const offsets: number[] = []
+  const chunk = (index: number, text: string, logprobs: object | null, finishReason: OpenAIFinishReason | null): string => {
+    const choices = [{ text, index, logprobs, finish_reason: finishReason }]
     return sseData(meta.includeUsage
       ? { id, object: 'text_completion', created, model, choices, usage: null }
       : { id, object: 'text_completion', created, model, choices })
   }
   return {
     start: () => '',
-    text: (delta) => (delta === '' ? '' : chunk(delta, null)),
-    finish: (reason: CompletedReason, usage: Usage) => {
-      const usageChunk = meta.includeUsage ? sseData({ id, object: 'text_completion', created, model, choices: [], usage: toOpenAIUsage(usage) }) : ''
-      return chunk('', toOpenAIFinishReason(reason)) + usageChunk + SSE_DONE
+    text: (delta, extra) => {
+      if (delta === '') return ''
+      if (!extra) return chunk(0, delta, null, null)
+      const choice = extra.choice ?? 0
+      const at = offsets[choice] ?? 0
+      offsets[choice] = at + delta.length
+      return chunk(choice, delta, toCompletionLogprobs(extra.logprobs, at), null)
+    },
+    finish: (reason: CompletedReason, usage: Usage, _stop?: string, choice = 0) => {
+      const last = --open === 0
+      const usageChunk = last && meta.includeUsage ? sseData({ id, object: 'text_completion', created, model, choices: [], usage: toOpenAIUsage(usage) }) : ''
+      return chunk(choice, '', null, toOpenAIFinishReason(reason)) + usageChunk + (last ? SSE_DONE : '')
     },
     error: (err) => renderStreamError(OPENAI_ERRORS, err),
   }
 }
 
-export function completionJsonBody(meta: ResponseMeta, text: string, reason: CompletedReason, usage: Usage): object {
+/** The choices' text includes the echoed prompt, as the stream's first delta does (the caller prepends it). */
+export function completionJsonBody(meta: ResponseMeta, choices: ChoiceOutput[], usage: Usage): object {
   return {
     id: completionId(meta.requestId),
     object: 'text_completion',
     created: meta.created,
     model: meta.model,
-    choices: [{ text, index: 0, logprobs: null, finish_reason: toOpenAIFinishReason(reason) }],
+    choices: choices.map((c, index) => {
+      const text = choiceText(c)
+      // The logprobs cover the generated tokens, which end the text (after any echoed prompt).
+      const generated = (c.logprobs ?? []).reduce((sum, l) => sum + l.token.length, 0)
+      return { text, index, logprobs: toCompletionLogprobs(c.logprobs, text.length - generated), finish_reason: toOpenAIFinishReason(c.reason) }
+    }),
     usage: toOpenAIUsage(usage),
   }
 }
@@ -105,6 +133,7 @@ export const openAICompletionsCodec: DialectCodec<'openai-completions'> = {
   parse: parseCompletionRequest,
   streamEncoder: completionStreamEncoder,
   jsonBody: completionJsonBody,
+  toolCallIdPrefix: 'call_',
   errors: OPENAI_ERRORS,
   limitHeaders: OPENAI_LIMIT_HEADERS,
   contextLengthExceeded: vllmContextLengthExceeded('prompt'),

@@ -5,20 +5,18 @@
 
 import { z } from 'zod'
 import { ApiError } from '../api-error.ts'
-import type { CompletedReason, Usage } from '../generation.ts'
+import type { CompletedReason, TokenLogprob, Usage } from '../generation.ts'
 import type { UnsupportedFields } from './validate-body.ts'
 
 /**
  * Accepted and ignored because they cannot change the generated text: `user` (abuse tracking),
- * `store` and `metadata` (OpenAI-side storage), `service_tier` (OpenAI billing tier),
- * `parallel_tool_calls` (meaningless without `tools`, which are rejected).
+ * `store` and `metadata` (OpenAI-side storage), `service_tier` (OpenAI billing tier).
  */
 export const openAIHarmlessFields = {
   user: z.string().nullish(),
   store: z.boolean().nullish(),
   metadata: z.record(z.string(), z.string()).nullish(),
   service_tier: z.string().nullish(),
-  parallel_tool_calls: z.boolean().nullish(),
 }
 
 /**
@@ -36,8 +34,13 @@ export function toContextId(body: { prompt_cache_key?: string | null }): string 
   return body.prompt_cache_key ? body.prompt_cache_key : undefined
 }
 
-/** One choice per request: n > 1 would multiply work behind one rate-limit charge and one stream. */
-export const nField = z.literal(1, { error: 'must be 1: n > 1 is not supported; send separate requests for more completions' }).nullish()
+/** Choices per request: each is a sequence in the batch (the prompt prefilled once), so the bound is the batch's share one request may take. */
+export const MAX_N = 8
+export const nField = z.int().min(1).max(MAX_N).nullish()
+
+/** OpenAI's bounds on alternatives per token: chat's `top_logprobs`, completions' `logprobs`. */
+export const MAX_CHAT_TOP_LOGPROBS = 20
+export const MAX_COMPLETION_LOGPROBS = 5
 
 export const streamFields = {
   stream: z.boolean().nullish(),
@@ -78,20 +81,14 @@ export function toOpenAIUsage(usage: Usage): OpenAIUsage {
   }
 }
 
-const TOOLS = 'tool and function calling are not available on this server'
+const FUNCTIONS = "the legacy function-calling fields are not supported: use 'tools' and 'tool_choice'"
 const MEDIA = 'only text content is supported (no images, audio or files)'
 
 /** Known OpenAI fields we refuse, with the reason the client sees. Anything else is "not a supported parameter". */
 export const OPENAI_UNSUPPORTED: UnsupportedFields = {
-  tools: TOOLS,
-  tool_choice: TOOLS,
-  functions: TOOLS,
-  function_call: TOOLS,
-  tool_calls: TOOLS,
-  tool_call_id: TOOLS,
-  response_format: 'structured output is not available; ask for the format in the prompt',
+  functions: FUNCTIONS,
+  function_call: FUNCTIONS,
   logit_bias: 'logit bias is not available',
-  top_logprobs: 'log probabilities are not available',
   audio: 'audio output is not available',
   modalities: 'only text output is available',
   prediction: 'predicted outputs are not available',
@@ -104,9 +101,38 @@ export const OPENAI_UNSUPPORTED: UnsupportedFields = {
   file: MEDIA,
 }
 
-export type OpenAIFinishReason = 'stop' | 'length'
+export type OpenAIFinishReason = 'stop' | 'length' | 'tool_calls'
 
 /** A completed sequence's finish_reason: OpenAI does not tell EOS from a stop string, both are `stop`. */
 export function toOpenAIFinishReason(reason: CompletedReason): OpenAIFinishReason {
-  return reason === 'length' ? 'length' : 'stop'
+  return reason === 'length' || reason === 'tool_calls' ? reason : 'stop'
+}
+
+/** Chat's `logprobs` object for some tokens (OpenAI's shape). */
+export function toChatLogprobs(logprobs: readonly TokenLogprob[] | undefined): { content: object[]; refusal: null } | null {
+  if (!logprobs) return null
+  return {
+    content: logprobs.map((l) => ({ token: l.token, logprob: l.logprob, bytes: l.bytes, top_logprobs: l.top.map((t) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes })) })),
+    refusal: null,
+  }
+}
+
+/**
+ * Completions' legacy `logprobs` object for some tokens; `offset` is the text offset of the first
+ * (the characters before it in this choice's text, the echoed prompt included).
+ */
+export function toCompletionLogprobs(logprobs: readonly TokenLogprob[] | undefined, offset: number): object | null {
+  if (!logprobs) return null
+  const textOffset: number[] = []
+  let at = offset
+  for (const l of logprobs) {
+    textOffset.push(at)
+    at += l.token.length
+  }
+  return {
+    tokens: logprobs.map((l) => l.token),
+    token_logprobs: logprobs.map((l) => l.logprob),
+    top_logprobs: logprobs.map((l) => Object.fromEntries(l.top.map((t) => [t.token, t.logprob]))),
+    text_offset: textOffset,
+  }
 }

@@ -4,6 +4,7 @@
  * frames and multi-byte characters straddle reads the way they do on a real socket.
  */
 
+import { textChoice } from '../generation.ts'
 import OpenAI from 'openai'
 import { describe, expect, it } from 'vitest'
 import { ApiError, INTERNAL_ERROR_MESSAGE } from '../api-error.ts'
@@ -134,7 +135,7 @@ describe('OpenAI completions streaming through the official SDK', () => {
 
 describe('OpenAI non-streaming bodies through the official SDK', () => {
   it('parses a chat.completion', async () => {
-    const client = clientFor(() => jsonResponse(chat.jsonBody(meta, 'Hello', 'stop', usage)))
+    const client = clientFor(() => jsonResponse(chat.jsonBody(meta, [textChoice('Hello', 'stop')], usage)))
     const res = await client.chat.completions.create(chatParams)
     expect(res.object).toBe('chat.completion')
     expect(res.id).toBe('chatcmpl-req-1')
@@ -145,7 +146,7 @@ describe('OpenAI non-streaming bodies through the official SDK', () => {
   })
 
   it('parses a text_completion', async () => {
-    const client = clientFor(() => jsonResponse(completions.jsonBody(meta, 'Hello', 'length', usage)))
+    const client = clientFor(() => jsonResponse(completions.jsonBody(meta, [textChoice('Hello', 'length')], usage)))
     const res = await client.completions.create({ model: 'tiny', prompt: 'hi' })
     expect(res.object).toBe('text_completion')
     expect(res.choices[0]!.text).toBe('Hello')
@@ -194,7 +195,7 @@ describe('OpenAI error bodies through the official SDK', () => {
     let calls = 0
     const client = clientFor(() => {
       calls += 1
-      return calls === 1 ? jsonResponse(overloaded.body, overloaded.status, overloaded.headers) : jsonResponse(chat.jsonBody(meta, 'ok', 'stop', usage))
+      return calls === 1 ? jsonResponse(overloaded.body, overloaded.status, overloaded.headers) : jsonResponse(chat.jsonBody(meta, [textChoice('ok', 'stop')], usage))
     }, 1)
     const res = await client.chat.completions.create(chatParams)
     expect(res.choices[0]!.message.content).toBe('ok')

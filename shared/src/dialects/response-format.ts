@@ -14,7 +14,10 @@ import type { OutputConstraint } from '../generation.ts'
 export const MAX_SCHEMA_BYTES = 32 * 1024
 export const MAX_SCHEMA_DEPTH = 24
 
-const NAME = /^[a-zA-Z0-9_-]{1,64}$/
+/** A schema's or a function's name, as OpenAI and Anthropic accept it. */
+export const NAME = /^[a-zA-Z0-9_-]{1,64}$/
+export const NAME_RULE = 'must be 1-64 characters of a-z, A-Z, 0-9, _ and -'
+
 
 export const responseFormatField = {
   response_format: z
@@ -24,7 +27,7 @@ export const responseFormatField = {
       z.strictObject({
         type: z.literal('json_schema'),
         json_schema: z.strictObject({
-          name: z.string().regex(NAME, { error: 'must be 1-64 characters of a-z, A-Z, 0-9, _ and -' }),
+          name: z.string().regex(NAME, { error: NAME_RULE }),
           description: z.string().optional(),
           schema: z.record(z.string(), z.unknown()).optional(),
           strict: z.boolean().nullish(),
@@ -39,14 +42,17 @@ export type ResponseFormat = z.output<(typeof responseFormatField)['response_for
 export function toOutputConstraint(format: ResponseFormat): OutputConstraint | undefined {
   if (!format || format.type === 'text') return undefined
   if (format.type === 'json_object') return { kind: 'json_object' }
-  const schema = format.json_schema.schema ?? {}
-  const param = 'response_format.json_schema.schema'
+  return { kind: 'json_schema', schema: schemaText(format.json_schema.schema ?? {}, 'response_format.json_schema.schema') }
+}
+
+/** A schema serialized for the node, after checking its size and that the engine enforces all of it; `param` is its wire path. */
+export function schemaText(schema: Record<string, unknown>, param: string): string {
   const text = JSON.stringify(schema)
   if (text.length > MAX_SCHEMA_BYTES) throw new ApiError('invalid_request', `'${param}' is ${text.length} bytes; at most ${MAX_SCHEMA_BYTES} are accepted.`, { param })
   const refs: string[] = []
   const problem = schemaProblem(schema, refs) ?? unresolvedRef(schema, refs)
   if (problem) throw new ApiError('invalid_request', `'${param}${problem.at}' ${problem.message}.`, { param })
-  return { kind: 'json_schema', schema: text }
+  return text
 }
 
 /** Keywords that only describe. */

@@ -9,7 +9,7 @@
 import { z } from 'zod'
 import { API_ERROR_CODES, ApiError, type ApiErrorCode } from '../../src/api-error.ts'
 import { renderStreamError, type ErrorShape } from '../../src/error-body.ts'
-import type { GenerateRequest } from '../../src/generation.ts'
+import { choiceText, type GenerateRequest } from '../../src/generation.ts'
 import { DIALECTS, dialectTable, type DialectCodec } from '../../src/dialects/index.ts'
 import { maxTokensField, samplingFields, toSamplingRequest } from '../../src/dialects/sampling-fields.ts'
 import { validateBody } from '../../src/dialects/validate-body.ts'
@@ -57,7 +57,8 @@ export const fourthDialectCodec: DialectCodec<'fourth'> = {
     finish: (reason, usage) => sseEvent('done', { reason, output_tokens: usage.completionTokens }),
     error: (err) => renderStreamError(FOURTH_ERRORS, err),
   }),
-  jsonBody: (meta, text, reason, usage) => ({ id: `fourth-${meta.requestId}`, text, reason, output_tokens: usage.completionTokens }),
+  jsonBody: (meta, [choice], usage) => ({ id: `fourth-${meta.requestId}`, text: choiceText(choice!), reason: choice!.reason, output_tokens: usage.completionTokens }),
+  toolCallIdPrefix: 'call_',
   errors: FOURTH_ERRORS,
   limitHeaders: {
     names: {
