@@ -114,6 +114,65 @@ async function allBack(): Promise<void> {
 
 const reference = new Map<string, string>()
 
+describe('a constrained stream (a tool call) whose node dies mid-call (Node entry)', () => {
+  // One call whose argument is a long string: hundreds of grammar-constrained tokens to die in.
+  const note = { type: 'object', properties: { text: { type: 'string', minLength: 400, maxLength: 420 } }, required: ['text'], additionalProperties: false }
+  const body = {
+    model: '',
+    messages: [{ role: 'user', content: 'Write a note' }],
+    // The prompt, with the tool listed, is ~475 tokens of the tiny model's 1024.
+    max_tokens: 540,
+    temperature: 0,
+    stream: true,
+    stream_options: { include_usage: true },
+    tools: [{ type: 'function', function: { name: 'write_note', parameters: note } }],
+    tool_choice: 'required',
+    parallel_tool_calls: false,
+  }
+  /** The frames' data, `created` made equal (a continuation is stamped when it runs) and the cache count dropped (its node found its own cache). */
+  const normal = (frames: readonly SseFrame[]) =>
+    frames.map((f) => {
+      if (f.data === '[DONE]') return f.data
+      const j = JSON.parse(f.data)
+      delete j.created
+      delete j.usage?.prompt_tokens_details
+      return JSON.stringify(j)
+    })
+  async function stream(requestId: string): Promise<Held> {
+    // One request id for both runs: a call's id is derived from it.
+    const res = await edgePost(stack.edgeUrl, '/v1/chat/completions', { ...body, model: stack.model }, { apiKey: stack.devApiKey, geo: GEO['us-east'], headers: { 'x-request-id': requestId } })
+    expect(res.status, res.status === 200 ? '' : await res.clone().text()).toBe(200)
+    const frames: SseFrame[] = []
+    const held: Held = { frames, ended: Promise.resolve(), region: res.headers.get('x-zl-region') }
+    held.ended = (async () => {
+      for await (const f of sseFrames(res)) if (!f.comment) frames.push(f)
+    })()
+    return held
+  }
+
+  // First in the file, on fresh nodes: a node killed once is back within seconds (the supervisor's
+  // back-off grows with each death of the same node), and everything is back for the tests after.
+  it('completes on another node with the bytes of an undisturbed run: the same call, the same arguments', async () => {
+    const reference = await stream('tool-resume-reference')
+    await reference.ended
+    const args = reference.frames.flatMap((f) => (f.data.startsWith('{') ? (JSON.parse(f.data).choices[0]?.delta.tool_calls ?? []) : [])).map((d: { function: { arguments: string } }) => d.function.arguments).join('')
+    expect(JSON.parse(args).text.length).toBeGreaterThanOrEqual(400)
+    expect(reference.frames.some((f) => f.data.includes('"finish_reason":"tool_calls"'))).toBe(true)
+
+    await allBack()
+    const before = await resumeCounts()
+    // The same request again (same id), killed once its call's arguments are streaming.
+    const run = await stream('tool-resume-reference')
+    await pollUntil(async () => run.frames.length > 60, (ok) => ok, 'the call under way', 15_000, 5)
+    expect(REGION_NAMES).toContain(run.region)
+    kill(run.region!)
+    await run.ended
+    expect(normal(run.frames)).toEqual(normal(reference.frames))
+    expect((await resumeCounts()).resumed).toBe(before.resumed + 1)
+    await allBack()
+  })
+})
+
 describe('resume on another node after a node dies mid-stream (Node entry)', () => {
   it('an undisturbed run of the 8 streams (the reference texts)', async () => {
     const runs = await Promise.all(CASES.map(open))

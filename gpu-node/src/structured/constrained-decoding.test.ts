@@ -21,7 +21,7 @@ import { ONE_THREAD } from '../../test/support/one-thread.ts'
 import { InProcessRunner } from '../../test/support/in-process-runner.ts'
 import { codePoints, parsedObject } from '../../test/support/parsed-object.ts'
 import { Grammars } from './grammars.ts'
-import { encodedVocab } from './tokenizer-info.ts'
+import { encodedVocab, tokenPieces } from './tokenizer-info.ts'
 
 const ORDER = {
   type: 'object',
@@ -79,7 +79,8 @@ describe('structured output through the engine (tiny model)', () => {
     const io = readSessionIo(session, dir.config)
     const info = toModelInfo(dir, { ...io, couplingOps: batchCouplingOps(dir.onnxPath) })
     const kvBudgetBytes = kvBudgetTokens ? kvBudgetTokens * info.kvBytesPerToken : 1 << 30
-    const runner = new InProcessRunner(info, new ModelStep(session, io, info.eosTokenIds, { kvBudgetBytes, grammars }))
+    const vocab = encodedVocab(dir.tokenizerJson, dir.config.vocabSize)
+    const runner = new InProcessRunner(info, new ModelStep(session, io, info.eosTokenIds, { kvBudgetBytes, grammars, tokenPiece: tokenPieces(vocab), vocabSize: vocab.tokens.length }))
     return new Engine({ runner, decoder: tok, limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes, prefillChunkTokens: 16 }, ...(onPreempted ? { observer: { onPreempted } } : {}) })
   }
 
@@ -107,6 +108,25 @@ describe('structured output through the engine (tiny model)', () => {
     const together = await Promise.all(requests(SCHEMA).map((r) => run(single, r)))
     expect(together.map((t) => t.tokens)).toEqual(alone.map((a) => a.tokens))
     await single.close()
+  })
+
+  it('tool calls (required, one call): alone = batched, every answer one call its schema accepts; log probabilities change no token', async () => {
+    const calls: OutputConstraint = { kind: 'tool_calls', format: 'hermes', tools: [{ name: 'order', schema: JSON.stringify(ORDER), strict: true }], mode: 'required', parallel: false }
+    const e = await engine()
+    const asked = requests(calls).map((r) => ({ ...r, maxTokens: 240 }))
+    const alone: Run[] = []
+    for (const r of asked) alone.push(await run(e, { ...r, id: `alone-${r.id}` }))
+    for (const a of alone) {
+      const m = /^<tool_call>\n\{"name": "order", "arguments": (.*)\}\n<\/tool_call>$/s.exec(a.text)
+      expect(m, a.text).not.toBeNull()
+      expect(isOrder(m![1]!), a.text).toBe(true)
+      expect(a.reason).toBe('stop')
+    }
+    const together = await Promise.all(asked.map((r) => run(e, r)))
+    expect(together.map((t) => t.tokens)).toEqual(alone.map((a) => a.tokens))
+    const withLogprobs = await Promise.all(asked.map((r) => run(e, { ...r, id: `lp-${r.id}`, logprobs: { top: 3 } })))
+    expect(withLogprobs.map((t) => t.tokens)).toEqual(alone.map((a) => a.tokens))
+    await e.close()
   })
 
   it('control: unconstrained, the same requests are not such documents', async () => {

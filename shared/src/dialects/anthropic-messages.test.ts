@@ -135,7 +135,7 @@ describe('messagesStreamEncoder', () => {
       .filter((f) => f !== '')
       .map((f) => {
         const [eventLine, dataLine] = f.split('\n')
-        return { event: eventLine!.replace(/^event: /, ''), data: JSON.parse(dataLine!.replace(/^data: /, '')) as { type: string } }
+        return { event: eventLine!.replace(/^event: /, ''), data: JSON.parse(dataLine!.replace(/^data: /, '')) as { type: string } & Record<string, any> }
       })
 
   it('names every frame by its event line, matching the payload type', () => {

@@ -194,6 +194,8 @@ describe('parseChatCompletionRequest', () => {
   it('names the field of every malformed tool use', () => {
     const bad = (extra: object) => rejection({ ...base, ...extra })
     expect(bad({ tools: [{ type: 'function', function: { name: 'has space' } }] }).param).toBe('tools[0].function.name')
+    const big = (name: string) => ({ type: 'function', function: { name, parameters: { type: 'object', description: 'x'.repeat(30_000) } } })
+    expect(bad({ tools: [big('a'), big('b'), big('c')] }).message).toContain("'tools' holds more than 65536 bytes of schemas (at tools[2].function)")
     expect(bad({ tools: [weather, weather] }).message).toBe("'tools[1].function.name' repeats the tool name 'get_weather': tool names must be unique.")
     expect(bad({ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'number', multipleOf: 2 } } } } }] }).message).toContain("'tools[0].function.parameters.properties.n.multipleOf' is not supported")
     expect(bad({ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'wat' } } }] }).param).toBe('tools[0].function.parameters')

@@ -6,11 +6,13 @@
  */
 import { ApiError } from '../api-error.ts'
 import type { ChatMessage, ToolChoice, ToolSpec, ToolUse } from '../generation.ts'
-import { schemaText } from './response-format.ts'
+import { MAX_SCHEMA_BYTES, schemaText } from './response-format.ts'
 
 export { NAME as TOOL_NAME, NAME_RULE as TOOL_NAME_RULE } from './response-format.ts'
 /** Tools one request may offer: each is compiled into the grammar of its calls. */
 export const MAX_TOOLS = 128
+/** All of a request's tool schemas together, serialized: one grammar is compiled from them all, so its compile time is bounded as one schema's is. */
+export const MAX_TOOL_SCHEMA_BYTES = 2 * MAX_SCHEMA_BYTES
 
 /** A function that takes no arguments, when a tool gives no schema (OpenAI's reading of an absent `parameters`). */
 const NO_PARAMETERS = { type: 'object', properties: {} }
@@ -28,10 +30,13 @@ export interface ToolInput {
  */
 export function toToolSpecs(tools: readonly ToolInput[], at: (i: number) => string, schemaAt: (i: number) => string): ToolSpec[] {
   const seen = new Set<string>()
+  let bytes = 0
   return tools.map((t, i) => {
     if (seen.has(t.name)) throw new ApiError('invalid_request', `'${at(i)}.name' repeats the tool name '${t.name}': tool names must be unique.`, { param: `${at(i)}.name` })
     seen.add(t.name)
     const spec: ToolSpec = { name: t.name, parameters: schemaText(t.parameters ?? NO_PARAMETERS, schemaAt(i)), strict: t.strict === true }
+    bytes += spec.parameters.length
+    if (bytes > MAX_TOOL_SCHEMA_BYTES) throw new ApiError('invalid_request', `'tools' holds more than ${MAX_TOOL_SCHEMA_BYTES} bytes of schemas (at ${at(i)}); offer fewer or smaller tools.`, { param: 'tools' })
     if (t.description) spec.description = t.description
     return spec
   })
