@@ -197,7 +197,7 @@ export async function runStructuredEngine(ctx: BenchContext, modelDir: string): 
       raw: { json_schema_over_free: schema.raw, n4_over_n1: n.raw },
       notes: [
         `json_schema_over_free: ${ROWS} rows at once, the free rows as long as the constrained rows row by row (answer + its end-of-text), tokens sampled per second of the time each engine held its turns (two identical engines side by side, one step each in turn, roles swapped by round).`,
-        `n4_over_n1: wall time; the node's n (the other choices \`after\` the first, its prompt's KV from the prefix cache) reproduced on the in-process engine, ${N_PROMPT_TOKENS}-token prompt, ${N_NEW_TOKENS} new tokens.`,
+        `n4_over_n1: wall time; the node's n (the other choices \`after\` the first: forked from its prefill) reproduced on the in-process engine, ${N_PROMPT_TOKENS}-token prompt, ${N_NEW_TOKENS} new tokens.`,
       ],
     }
   } finally {

@@ -88,10 +88,23 @@ export class Scheduler {
   /** Ends a request wherever it is (abort, deadline): queues its finish and frees its KV at the next step. */
   cancel(seq: Sequence, reason: 'abort' | 'error', errorCode?: string): void {
     if (seq.state === 'finished') return
+    this.unfork(seq)
     if (seq.state === 'waiting') this.queue.remove(seq)
     else this.evict(seq)
     seq.finish(this.outbox, reason, undefined, errorCode)
     this.bySeqId.delete(seq.seqId)
+  }
+
+  /** A leader leaving before its prompt joined: the choices waiting on it go back to the queue, to run on their own. */
+  private unfork(leader: Sequence): void {
+    for (const fork of leader.forks) {
+      if (fork.state !== 'prefilling') continue
+      this.prefilling.splice(this.prefilling.indexOf(fork), 1)
+      fork.state = 'waiting'
+      fork.forkOf = undefined
+      this.queue.requeue(fork)
+    }
+    leader.forks = []
   }
 
   /** The events produced since the last call, in order. */
@@ -106,7 +119,7 @@ export class Scheduler {
   schedule(nowMs: number): StepPlan {
     this.preemptToFitBudget()
     this.admitPrefill(nowMs)
-    const plan: StepPlan = { release: this.releases, decode: this.running.length > 0, prefill: this.prefilling.map((seq) => this.prefillPart(seq)) }
+    const plan: StepPlan = { release: this.releases, decode: this.running.length > 0, prefill: this.prefilling.filter((seq) => !seq.forkOf).map((seq) => this.prefillPart(seq)) }
     if (this.saves.length > 0) plan.save = this.saves
     this.releases = []
     this.saves = []
@@ -135,6 +148,10 @@ export class Scheduler {
       // A runner that completed a prompt without sampling its first token would leave the
       // sequence prefilling forever (empty chunks each tick): end it as an internal error.
       if (part.last && !joined.has(seq.seqId)) this.cancel(seq, 'error', 'internal')
+      for (const fork of part.forks ?? []) {
+        const f = this.bySeqId.get(fork.seqId)
+        if (f && f.state === 'prefilling' && !joined.has(f.seqId)) this.cancel(f, 'error', 'internal')
+      }
     }
     for (let i = 0; i < result.joined.seqIds.length; i++) {
       const seq = this.bySeqId.get(result.joined.seqIds[i])
@@ -143,6 +160,9 @@ export class Scheduler {
       seq.state = 'running'
       this.running.push(seq)
       seq.kvLen = seq.tokens.length
+      seq.prefilled = seq.tokens.length
+      seq.forkOf = undefined
+      seq.forks = []
       this.saveBlocks(seq)
       if (seq.append(result.joined.tokens[i], this.outbox, result.joined.logprobs?.[i])) this.retire(seq)
     }
@@ -153,12 +173,34 @@ export class Scheduler {
     const tokens = seq.tokens.slice(seq.prefilled, seq.prefilled + this.limits.prefillChunkTokens)
     const part: PrefillPart = { seqId: seq.seqId, tokens, last: seq.prefilled + tokens.length === seq.tokens.length }
     if (seq.prefilled === seq.reused) {
-      part.start = { sampling: seq.req.sampling, promptLen: seq.promptLen, banEos: seq.req.ignoreEos === true, tokens: seq.tokens.slice() }
-      if (seq.req.constraint) part.start.constraint = seq.req.constraint
-      if (seq.req.logprobs) part.start.logprobs = seq.req.logprobs.top
+      part.start = startOf(seq)
       if (seq.reused > 0) part.start.prefix = seq.blocks.map((b) => b.slot)
     }
+    const forks = seq.forks.filter((f) => f.state === 'prefilling')
+    if (part.last && forks.length > 0) part.forks = forks.map((f) => ({ seqId: f.seqId, start: startOf(f) }))
     return part
+  }
+
+  /**
+   * The other choices of `leader`'s prompt queued right behind it (OpenAI `n`) join with it: their
+   * first tokens are sampled from its prefill's last logits, each with its own sampler, and its
+   * KV is copied to their rows, so the prompt is computed once and nobody waits a tick.
+   */
+  private admitForks(leader: Sequence): void {
+    for (;;) {
+      const f = this.queue.peek()
+      // 'alone' batching (rows that depend on each other) takes one sequence at a time.
+      if (!f || f.leader !== leader || f.generated > 0 || this.limits.batching === 'alone' || !this.fits(f)) return
+      this.queue.shift()
+      f.state = 'prefilling'
+      f.prefilled = 0
+      f.reused = 0
+      f.forkOf = leader
+      leader.forks.push(f)
+      this.prefilling.push(f)
+      this.policy.admitted()
+      this.hooks.onScheduled?.(f)
+    }
   }
 
   /** Holds (and has the runner save, when new) each complete block of `seq`'s KV not yet held. */
@@ -236,6 +278,7 @@ export class Scheduler {
       this.prefilling.push(next)
       this.policy.admitted()
       this.hooks.onScheduled?.(next)
+      this.admitForks(next)
       longest = width
       kind = hit > 0 ? 'continued' : 'padded'
       continued += hit > 0 ? rest : 0
@@ -316,4 +359,12 @@ export class Scheduler {
     for (const s of this.running) longest = Math.max(longest, s.tokens.length)
     return longest
   }
+}
+
+/** What the model side needs to sample a sequence (its first prefill part's `start`, or a fork's). */
+function startOf(seq: Sequence): NonNullable<PrefillPart['start']> {
+  const start: NonNullable<PrefillPart['start']> = { sampling: seq.req.sampling, promptLen: seq.promptLen, banEos: seq.req.ignoreEos === true, tokens: seq.tokens.slice() }
+  if (seq.req.constraint) start.constraint = seq.req.constraint
+  if (seq.req.logprobs) start.logprobs = seq.req.logprobs.top
+  return start
 }

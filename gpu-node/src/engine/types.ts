@@ -63,9 +63,10 @@ export interface EngineRequest {
   /** The client also has the text the finish flush released after resumeTokens: flush silently after the replay. */
   resumeFlushed?: boolean
   /**
-   * Another choice of the same prompt (OpenAI `n`), submitted before this one: this request is
-   * admitted only once that one's prompt has joined the batch, so its prompt's KV comes from the
-   * prefix cache instead of being computed again (with the cache on and a prompt of a block or more).
+   * Another choice of the same prompt (OpenAI `n`), submitted before this one: this request joins
+   * with it as a fork (its first token sampled from that prompt's prefill, whose KV it copies);
+   * when it could not be admitted with it, it waits until that prompt has joined and takes its KV
+   * from the prefix cache (with the cache on and a prompt of a block or more).
    */
   after?: string
 }

@@ -154,7 +154,25 @@ export class ModelStep {
     state.accept(outputs, s)
     if (!p.last) return []
     this.prefilling.delete(p.seqId)
-    return [state.join(p.seqId, await this.first(p.seqId, this.lastLogits(outputs, 0)))]
+    const logits = this.lastLogits(outputs, 0)
+    const raw = p.forks?.length ? logits.slice() : undefined
+    return this.withForks(p, state.join(p.seqId, await this.first(p.seqId, logits)), raw)
+  }
+
+  /**
+   * A prompt's join, and its forks' (other choices of the same prompt): each gets its own
+   * sampler and grammar, samples its first token from a copy of the prompt's last logits as the
+   * model wrote them (`raw`, taken before the first sampling changed them in place), and copies
+   * the same KV into its row.
+   */
+  private async withForks(p: PrefillPart, join: KvJoin, raw: Float32Array | undefined): Promise<KvJoin[]> {
+    const joins = [join]
+    if (!raw) return joins
+    for (const fork of p.forks ?? []) {
+      await this.prepareSampling(fork.seqId, fork.start)
+      joins.push({ ...join, seqId: fork.seqId, nextToken: await this.first(fork.seqId, raw.slice()) })
+    }
+    return joins
   }
 
   /** Whole prompts that continue cached prefixes: each its own B=1 run (their pasts differ). */
@@ -192,7 +210,10 @@ export class ModelStep {
     const joins: KvJoin[] = []
     for (const [r, p] of parts.entries()) {
       this.prefilling.delete(p.seqId)
-      joins.push({ seqId: p.seqId, nextToken: await this.first(p.seqId, this.lastLogits(outputs, r)), len: p.tokens.length, layers, row: r })
+      const logits = this.lastLogits(outputs, r)
+      const raw = p.forks?.length ? logits.slice() : undefined
+      const join = { seqId: p.seqId, nextToken: await this.first(p.seqId, logits), len: p.tokens.length, layers, row: r }
+      joins.push(...(await this.withForks(p, join, raw)))
     }
     return joins
   }
@@ -200,14 +221,7 @@ export class ModelStep {
   /** Creates the sampler (and grammar state) and the empty B=1 cache of a sequence's first prefill part. */
   private async begin(p: PrefillPart): Promise<void> {
     const start = p.start!
-    if (start.constraint) await this.constrain(p.seqId, start)
-    if (start.logprobs !== undefined) {
-      if (!this.tokenPiece) throw new Error('log probabilities are not available: the model runner has no vocabulary')
-      this.logprobRows.set(p.seqId, start.logprobs)
-    }
-    // A constrained sequence ends where its grammar does: its EOS is never banned.
-    const banned = start.banEos && !start.constraint ? this.eosTokenIds : []
-    this.samplers.set(p.seqId, new SequenceSampler(start.sampling, start.tokens, start.promptLen, banned))
+    await this.prepareSampling(p.seqId, start)
     const cache = this.bounded(this.io.kvCache === 'slots' ? SlotKvCache.forSequence(this.io, p.seqId) : new ConcatPrefill(this.io))
     // The whole prompt's room, and the first generated token's, before its first chunk (within the budget: bounded()).
     if (cache instanceof SlotKvCache) cache.expect(start.tokens.length + 1)
@@ -219,6 +233,18 @@ export class ModelStep {
       }), this.prefixBlockTokens)
     }
     this.prefilling.set(p.seqId, cache)
+  }
+
+  /** A sequence's sampler, and its grammar state and log-probability reporting when it asks for them. */
+  private async prepareSampling(seqId: number, start: NonNullable<PrefillPart['start']>): Promise<void> {
+    if (start.constraint) await this.constrain(seqId, start)
+    if (start.logprobs !== undefined) {
+      if (!this.tokenPiece) throw new Error('log probabilities are not available: the model runner has no vocabulary')
+      this.logprobRows.set(seqId, start.logprobs)
+    }
+    // A constrained sequence ends where its grammar does: its EOS is never banned.
+    const banned = start.banEos && !start.constraint ? this.eosTokenIds : []
+    this.samplers.set(seqId, new SequenceSampler(start.sampling, start.tokens, start.promptLen, banned))
   }
 
   /** The sequence's grammar state, with the tokens it already generated (a recompute or a continuation) replayed into it. */

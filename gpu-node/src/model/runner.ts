@@ -113,6 +113,11 @@ export interface PrefillPart {
   last: boolean
   /** Present on a sequence's first part. */
   start?: SequenceStart & { tokens: number[] }
+  /**
+   * On a last part: other sequences with the same prompt (OpenAI `n`) that join with this one,
+   * each sampling its first token from this prompt's last logits and copying its KV.
+   */
+  forks?: Array<{ seqId: number; start: SequenceStart & { tokens: number[] } }>
 }
 
 /**

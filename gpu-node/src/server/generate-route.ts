@@ -145,9 +145,9 @@ function toolCallId(codec: DialectCodec, requestId: string, choice: number, call
 }
 
 /**
- * The engine requests of `n` choices: the first as asked, each other after it (its prompt's KV
- * then comes from the prefix cache) with its own seed when the request fixed one (seed + i), so
- * a seeded request's n choices differ from each other and are the same every time.
+ * The engine requests of `n` choices: the first as asked, each other after it (the engine forks
+ * them from its prefill) with its own seed when the request fixed one (seed + i), so a seeded
+ * request's n choices differ from each other and are the same every time.
  */
 function choiceRequests(first: EngineRequest, n: number, inFlight: ReadonlySet<string>): EngineRequest[] {
   const reqs = [first]
