@@ -216,4 +216,6 @@ export interface GenerateRequest {
   logprobs?: { top: number }
   /** Independent choices for the one prompt (OpenAI `n`); absent means 1. */
   n?: number
+  /** The request's settings as its dialect's response repeats them (the Responses API echoes them). */
+  responseEcho?: Record<string, unknown>
 }

@@ -235,6 +235,35 @@ describe('Anthropic messages through the edge', () => {
   })
 })
 
+describe('OpenAI responses and tool calls through the edge', () => {
+  it('responses.create and responses.stream: the same response, the edge headers, usage that adds up', async () => {
+    const body = { model: MODEL, input: 'Tell me about the sea', instructions: 'Be brief.', max_output_tokens: 6, temperature: 0 }
+    const { data: created, response } = await openai.responses.create(body).withResponse()
+    expectEdgeHeaders(response.headers, 'openai')
+    expect(created).toMatchObject({ object: 'response', status: 'incomplete', usage: { output_tokens: 6 } })
+    expect(created.usage!.total_tokens).toBe(created.usage!.input_tokens + 6)
+    const final = await openai.responses.stream(body).finalResponse()
+    expect(final.output_text).toBe(created.output_text)
+    expect(final.status).toBe('incomplete')
+  })
+
+  it('chat tool calls (required) and an Anthropic tool_use, streamed through the byte pipe, equal the non-stream answers', async () => {
+    const parameters = { type: 'object', properties: { city: { type: 'string', minLength: 1, maxLength: 8 } }, required: ['city'], additionalProperties: false }
+    const ask = { ...chat('Weather in Paris?', 300), tools: [{ type: 'function' as const, function: { name: 'get_weather', parameters } }], tool_choice: 'required' as const, parallel_tool_calls: false }
+    const same = { headers: { 'x-request-id': 'conformance-tools' } }
+    const whole = await openai.chat.completions.create(ask, same)
+    expect(whole.choices[0]!.finish_reason).toBe('tool_calls')
+    const final = await openai.chat.completions.stream({ ...ask, stream: true }, same).finalChatCompletion()
+    expect(final.choices[0]!.message.tool_calls).toEqual(whole.choices[0]!.message.tool_calls)
+    const tools = [{ name: 'get_weather', input_schema: parameters as Anthropic.Tool.InputSchema }]
+    const aask = { ...messages('Weather in Paris?', 300), tools, tool_choice: { type: 'any' as const } }
+    const message = await anthropic.messages.create(aask, { headers: { 'x-request-id': 'conformance-tool-use' } })
+    expect(message.stop_reason).toBe('tool_use')
+    const streamed = await anthropic.messages.stream(aask, { headers: { 'x-request-id': 'conformance-tool-use' } }).finalMessage()
+    expect(streamed.content).toEqual(message.content)
+  })
+})
+
 describe('SDK error classes for the edge answers', () => {
   it('400: BadRequestError with the dialect body naming the field', async () => {
     const oe = await rejectionOf(openai.chat.completions.create({ ...chat('hi', 4), n: 9 }))

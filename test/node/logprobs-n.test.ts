@@ -5,20 +5,10 @@
  * request's choices the same every time, and a stream's choices the non-stream answer's.
  */
 import OpenAI from 'openai'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGpuNode, type GpuNodeProcess } from './gpu-node-process.ts'
+import { describe, expect, it } from 'vitest'
+import { openAINode } from './openai-node.ts'
 
-let node: GpuNodeProcess
-let client: OpenAI
-
-beforeAll(async () => {
-  node = await startGpuNode()
-  client = new OpenAI({ apiKey: 'unused', baseURL: `${node.url}/v1`, maxRetries: 0 })
-})
-
-afterAll(async () => {
-  await node?.stop()
-})
+const on = openAINode()
 
 const messages = [{ role: 'user' as const, content: 'Tell me about the sea.' }]
 const chat = { model: 'tiny', messages, max_tokens: 12, ignore_eos: true } as OpenAI.ChatCompletionCreateParamsNonStreaming
@@ -38,7 +28,7 @@ function expectEntry(e: Entry, top: number): void {
 
 describe('logprobs', () => {
   it('chat: one entry per token, the tokens join to the text; greedy picks the likeliest', async () => {
-    const completion = await client.chat.completions.create({ ...chat, temperature: 0, logprobs: true, top_logprobs: 3 })
+    const completion = await on.client.chat.completions.create({ ...chat, temperature: 0, logprobs: true, top_logprobs: 3 })
     const { content } = completion.choices[0]!.logprobs!
     expect(content).toHaveLength(12)
     for (const e of content!) {
@@ -49,8 +39,8 @@ describe('logprobs', () => {
   })
 
   it('chat, streamed: each chunk carries the entries of its own tokens, and they are the non-stream ones', async () => {
-    const whole = await client.chat.completions.create({ ...chat, temperature: 1, seed: 5, logprobs: true, top_logprobs: 2 })
-    const stream = await client.chat.completions.create({ ...chat, temperature: 1, seed: 5, logprobs: true, top_logprobs: 2, stream: true })
+    const whole = await on.client.chat.completions.create({ ...chat, temperature: 1, seed: 5, logprobs: true, top_logprobs: 2 })
+    const stream = await on.client.chat.completions.create({ ...chat, temperature: 1, seed: 5, logprobs: true, top_logprobs: 2, stream: true })
     const entries: unknown[] = []
     for await (const chunk of stream) {
       const choice = chunk.choices[0]
@@ -64,13 +54,13 @@ describe('logprobs', () => {
 
   it('completions: tokens, token_logprobs, top_logprobs and text_offset, streamed and not', async () => {
     const body = { model: 'tiny', prompt: 'The sea is', max_tokens: 8, temperature: 0, logprobs: 2, ignore_eos: true }
-    const whole = await client.completions.create(body)
+    const whole = await on.client.completions.create(body)
     const lp = whole.choices[0]!.logprobs!
     expect(lp.tokens!.join('')).toBe(whole.choices[0]!.text)
     expect(lp.token_logprobs).toHaveLength(8)
     expect(lp.text_offset).toEqual(lp.tokens!.map((_, i) => lp.tokens!.slice(0, i).join('').length))
     for (const top of lp.top_logprobs!) expect(Object.keys(top).length).toBeLessThanOrEqual(2)
-    const stream = await client.completions.create({ ...body, stream: true })
+    const stream = await on.client.completions.create({ ...body, stream: true })
     const tokens: string[] = []
     const offsets: number[] = []
     for await (const chunk of stream) {
@@ -84,9 +74,9 @@ describe('logprobs', () => {
   })
 
   it('out of range is a 400 naming the field', async () => {
-    const err = await client.chat.completions.create({ ...chat, logprobs: true, top_logprobs: 21 }).then(() => undefined, (e: unknown) => e)
+    const err = await on.client.chat.completions.create({ ...chat, logprobs: true, top_logprobs: 21 }).then(() => undefined, (e: unknown) => e)
     expect((err as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('top_logprobs')
-    const err2 = await client.completions.create({ model: 'tiny', prompt: 'x', logprobs: 6 }).then(() => undefined, (e: unknown) => e)
+    const err2 = await on.client.completions.create({ model: 'tiny', prompt: 'x', logprobs: 6 }).then(() => undefined, (e: unknown) => e)
     expect((err2 as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('logprobs')
   })
 })
@@ -95,21 +85,21 @@ describe('n', () => {
   const seeded = { ...chat, temperature: 1, seed: 11, n: 3 }
 
   it('n choices, each with its index and finish_reason, usage summed; seeded: the same choices every time', async () => {
-    const a = await client.chat.completions.create(seeded)
+    const a = await on.client.chat.completions.create(seeded)
     expect(a.choices.map((c) => c.index)).toEqual([0, 1, 2])
     for (const c of a.choices) expect(c.finish_reason).toBe('length')
     expect(a.usage!.completion_tokens).toBe(36)
     expect(new Set(a.choices.map((c) => c.message.content)).size).toBeGreaterThan(1)
-    const b = await client.chat.completions.create(seeded)
+    const b = await on.client.chat.completions.create(seeded)
     expect(b.choices.map((c) => c.message.content)).toEqual(a.choices.map((c) => c.message.content))
     // Choice 0 is the n = 1 answer with the same seed.
-    const one = await client.chat.completions.create({ ...seeded, n: 1 })
+    const one = await on.client.chat.completions.create({ ...seeded, n: 1 })
     expect(one.choices[0]!.message.content).toBe(a.choices[0]!.message.content)
   })
 
   it('streamed: every choice streams under its index and ends on its own; they are the non-stream choices', async () => {
-    const whole = await client.chat.completions.create(seeded)
-    const stream = await client.chat.completions.create({ ...seeded, stream: true, stream_options: { include_usage: true } })
+    const whole = await on.client.chat.completions.create(seeded)
+    const stream = await on.client.chat.completions.create({ ...seeded, stream: true, stream_options: { include_usage: true } })
     const texts = ['', '', '']
     const finished: number[] = []
     let usage: OpenAI.CompletionUsage | undefined
@@ -126,11 +116,11 @@ describe('n', () => {
   })
 
   it('completions: n with best_of = n; best_of > n and n > 8 are 400s', async () => {
-    const r = await client.completions.create({ model: 'tiny', prompt: 'The sea', max_tokens: 4, temperature: 1, seed: 2, n: 2, best_of: 2, ignore_eos: true } as OpenAI.CompletionCreateParamsNonStreaming)
+    const r = await on.client.completions.create({ model: 'tiny', prompt: 'The sea', max_tokens: 4, temperature: 1, seed: 2, n: 2, best_of: 2, ignore_eos: true } as OpenAI.CompletionCreateParamsNonStreaming)
     expect(r.choices.map((c) => c.index)).toEqual([0, 1])
-    const bad = await client.completions.create({ model: 'tiny', prompt: 'x', n: 2, best_of: 3 }).then(() => undefined, (e: unknown) => e)
+    const bad = await on.client.completions.create({ model: 'tiny', prompt: 'x', n: 2, best_of: 3 }).then(() => undefined, (e: unknown) => e)
     expect((bad as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('best_of')
-    const many = await client.chat.completions.create({ ...chat, n: 9 }).then(() => undefined, (e: unknown) => e)
+    const many = await on.client.chat.completions.create({ ...chat, n: 9 }).then(() => undefined, (e: unknown) => e)
     expect((many as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('n')
   })
 })

@@ -5,24 +5,14 @@
  */
 import OpenAI from 'openai'
 import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGpuNode, type GpuNodeProcess } from './gpu-node-process.ts'
+import { describe, expect, it } from 'vitest'
+import { openAINode } from './openai-node.ts'
 
 /** Usage counts without the prefix cache's share: a repeated prompt is served partly from the cache. */
 const counts = (u: OpenAI.CompletionUsage | null | undefined) => u && { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.total_tokens }
 import { longPrompt, pickStop } from './prompts.ts'
 
-let node: GpuNodeProcess
-let client: OpenAI
-
-beforeAll(async () => {
-  node = await startGpuNode()
-  client = new OpenAI({ apiKey: 'unused', baseURL: `${node.url}/v1`, maxRetries: 0 })
-})
-
-afterAll(async () => {
-  await node?.stop()
-})
+const on = openAINode()
 
 const user = (content: string) => [{ role: 'user' as const, content }]
 const greedy = (content: string, maxTokens: number): ChatCompletionCreateParamsNonStreaming => ({
@@ -34,7 +24,7 @@ const greedy = (content: string, maxTokens: number): ChatCompletionCreateParamsN
 
 describe('chat completions through the openai SDK', () => {
   it('streams the role first, then content, then finish_reason and a usage chunk', async () => {
-    const stream = await client.chat.completions.create({ ...greedy('Tell me a story', 24), stream: true, stream_options: { include_usage: true } })
+    const stream = await on.client.chat.completions.create({ ...greedy('Tell me a story', 24), stream: true, stream_options: { include_usage: true } })
     const chunks = []
     for await (const chunk of stream) chunks.push(chunk)
 
@@ -56,8 +46,8 @@ describe('chat completions through the openai SDK', () => {
 
   it('answers non-streaming with the same text and usage as the greedy stream', async () => {
     const params = greedy('What is the capital of France?', 30)
-    const whole = await client.chat.completions.create(params)
-    const stream = await client.chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } })
+    const whole = await on.client.chat.completions.create(params)
+    const stream = await on.client.chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } })
     let streamed = ''
     let usage: OpenAI.CompletionUsage | null | undefined
     for await (const chunk of stream) {
@@ -80,11 +70,11 @@ describe('chat completions through the openai SDK', () => {
 
   it('assembles a final completion with the stream helper', async () => {
     const params = greedy('Write a haiku', 16)
-    const runner = client.chat.completions.stream({ ...params, stream: true, stream_options: { include_usage: true } })
+    const runner = on.client.chat.completions.stream({ ...params, stream: true, stream_options: { include_usage: true } })
     const deltas: string[] = []
     runner.on('content', (delta) => deltas.push(delta))
     const final = await runner.finalChatCompletion()
-    const whole = await client.chat.completions.create(params)
+    const whole = await on.client.chat.completions.create(params)
 
     expect(final.choices[0]!.message.role).toBe('assistant')
     expect(final.choices[0]!.message.content).toBe(whole.choices[0]!.message.content)
@@ -94,30 +84,30 @@ describe('chat completions through the openai SDK', () => {
   })
 
   it('stops with finish_reason length after exactly max_tokens', async () => {
-    const res = await client.chat.completions.create({ model: 'tiny', messages: user('Count to one hundred'), max_tokens: 7, ignore_eos: true } as ChatCompletionCreateParamsNonStreaming)
+    const res = await on.client.chat.completions.create({ model: 'tiny', messages: user('Count to one hundred'), max_tokens: 7, ignore_eos: true } as ChatCompletionCreateParamsNonStreaming)
     expect(res.choices[0]!.finish_reason).toBe('length')
     expect(res.usage!.completion_tokens).toBe(7)
   })
 
   it('finishes with stop when the model ends its turn (EOS) before max_tokens', async () => {
     // The tiny model's greedy answer to 'Hi' ends with an end token after a few dozen tokens.
-    const res = await client.chat.completions.create(greedy('Hi', 200))
+    const res = await on.client.chat.completions.create(greedy('Hi', 200))
     expect(res.choices[0]!.finish_reason).toBe('stop')
     expect(res.usage!.completion_tokens).toBeLessThan(200)
   })
 
   it('stops at a stop string, finish_reason stop, without the stop string in the text', async () => {
     const params = { ...greedy('Describe the sea', 48), ignore_eos: true } as ChatCompletionCreateParamsNonStreaming
-    const full = (await client.chat.completions.create(params)).choices[0]!.message.content!
+    const full = (await on.client.chat.completions.create(params)).choices[0]!.message.content!
     const stop = pickStop(full)
     const expected = full.slice(0, full.indexOf(stop))
 
-    const whole = await client.chat.completions.create({ ...params, stop })
+    const whole = await on.client.chat.completions.create({ ...params, stop })
     expect(whole.choices[0]!.finish_reason).toBe('stop')
     expect(whole.choices[0]!.message.content).toBe(expected)
     expect(whole.choices[0]!.message.content).not.toContain(stop)
 
-    const stream = await client.chat.completions.create({ ...params, stop: [stop], stream: true })
+    const stream = await on.client.chat.completions.create({ ...params, stop: [stop], stream: true })
     let streamed = ''
     let finish: string | null | undefined
     for await (const chunk of stream) {
@@ -130,7 +120,7 @@ describe('chat completions through the openai SDK', () => {
 
   it('reproduces a seeded temperature-1 sample and varies with the seed', async () => {
     const sample = async (seed: number) =>
-      (await client.chat.completions.create({ model: 'tiny', messages: user('Say something random'), max_tokens: 24, temperature: 1, seed, ignore_eos: true } as ChatCompletionCreateParamsNonStreaming))
+      (await on.client.chat.completions.create({ model: 'tiny', messages: user('Say something random'), max_tokens: 24, temperature: 1, seed, ignore_eos: true } as ChatCompletionCreateParamsNonStreaming))
         .choices[0]!.message.content
     const [a, b, c, d] = await Promise.all([sample(1), sample(1), sample(2), sample(3)])
     expect(a).toBe(b)
@@ -141,19 +131,19 @@ describe('chat completions through the openai SDK', () => {
 
   it('is deterministic when greedy (temperature 0), alone or concurrent', async () => {
     const params = greedy('Once upon a time', 20)
-    const first = (await client.chat.completions.create(params)).choices[0]!.message.content
-    const again = await Promise.all([1, 2, 3].map(() => client.chat.completions.create(params)))
+    const first = (await on.client.chat.completions.create(params)).choices[0]!.message.content
+    const again = await Promise.all([1, 2, 3].map(() => on.client.chat.completions.create(params)))
     for (const r of again) expect(r.choices[0]!.message.content).toBe(first)
   })
 })
 
 describe('completions through the openai SDK', () => {
   it('streams text_completion chunks ending with finish_reason', async () => {
-    const stream = await client.completions.create({ model: 'tiny', prompt: 'The weather today is', max_tokens: 12, temperature: 0, stream: true })
+    const stream = await on.client.completions.create({ model: 'tiny', prompt: 'The weather today is', max_tokens: 12, temperature: 0, stream: true })
     const chunks = []
     for await (const chunk of stream) chunks.push(chunk)
     const text = chunks.map((c) => c.choices[0]?.text ?? '').join('')
-    const whole = await client.completions.create({ model: 'tiny', prompt: 'The weather today is', max_tokens: 12, temperature: 0 })
+    const whole = await on.client.completions.create({ model: 'tiny', prompt: 'The weather today is', max_tokens: 12, temperature: 0 })
 
     expect(chunks.every((c) => c.object === 'text_completion')).toBe(true)
     expect(chunks.at(-1)!.choices[0]!.finish_reason).toBe(whole.choices[0]!.finish_reason)
@@ -164,18 +154,18 @@ describe('completions through the openai SDK', () => {
 
   it('echoes the prompt before the completion, streamed and whole', async () => {
     const prompt = 'Echo me: '
-    const plain = await client.completions.create({ model: 'tiny', prompt, max_tokens: 8, temperature: 0 })
-    const echoed = await client.completions.create({ model: 'tiny', prompt, max_tokens: 8, temperature: 0, echo: true })
+    const plain = await on.client.completions.create({ model: 'tiny', prompt, max_tokens: 8, temperature: 0 })
+    const echoed = await on.client.completions.create({ model: 'tiny', prompt, max_tokens: 8, temperature: 0, echo: true })
     expect(echoed.choices[0]!.text).toBe(prompt + plain.choices[0]!.text)
 
-    const stream = await client.completions.create({ model: 'tiny', prompt, max_tokens: 8, temperature: 0, echo: true, stream: true })
+    const stream = await on.client.completions.create({ model: 'tiny', prompt, max_tokens: 8, temperature: 0, echo: true, stream: true })
     let text = ''
     for await (const chunk of stream) text += chunk.choices[0]?.text ?? ''
     expect(text).toBe(prompt + plain.choices[0]!.text)
   })
 
   it('stops with length after exactly max_tokens', async () => {
-    const res = await client.completions.create({ model: 'tiny', prompt: 'a b c', max_tokens: 5, ignore_eos: true } as OpenAI.CompletionCreateParamsNonStreaming)
+    const res = await on.client.completions.create({ model: 'tiny', prompt: 'a b c', max_tokens: 5, ignore_eos: true } as OpenAI.CompletionCreateParamsNonStreaming)
     expect(res.choices[0]!.finish_reason).toBe('length')
     expect(res.usage!.completion_tokens).toBe(5)
   })
@@ -184,7 +174,7 @@ describe('completions through the openai SDK', () => {
 describe('models and errors through the openai SDK', () => {
   it('lists the served model', async () => {
     const ids = []
-    for await (const m of client.models.list()) ids.push(m.id)
+    for await (const m of on.client.models.list()) ids.push(m.id)
     expect(ids).toEqual(['tiny'])
   })
 
@@ -193,7 +183,7 @@ describe('models and errors through the openai SDK', () => {
     ['an unknown field', { frobnicate: true }, 'frobnicate'],
     ['empty messages', { messages: [] }, 'messages'],
   ])('rejects %s with BadRequestError naming the field', async (_name, patch, param) => {
-    const err = await client.chat.completions.create({ ...greedy('hi', 4), ...patch } as ChatCompletionCreateParamsNonStreaming).catch((e: unknown) => e)
+    const err = await on.client.chat.completions.create({ ...greedy('hi', 4), ...patch } as ChatCompletionCreateParamsNonStreaming).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(OpenAI.BadRequestError)
     const e = err as InstanceType<typeof OpenAI.BadRequestError>
     expect(e.status).toBe(400)
@@ -202,19 +192,19 @@ describe('models and errors through the openai SDK', () => {
   })
 
   it('rejects a prompt longer than the context with BadRequestError context_length_exceeded', async () => {
-    const err = await client.completions.create({ model: 'tiny', prompt: longPrompt(), max_tokens: 4 }).catch((e: unknown) => e)
+    const err = await on.client.completions.create({ model: 'tiny', prompt: longPrompt(), max_tokens: 4 }).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(OpenAI.BadRequestError)
     expect((err as InstanceType<typeof OpenAI.BadRequestError>).code).toBe('context_length_exceeded')
-    const err2 = await client.chat.completions.create(greedy('hi', 5000)).catch((e: unknown) => e)
+    const err2 = await on.client.chat.completions.create(greedy('hi', 5000)).catch((e: unknown) => e)
     expect(err2).toBeInstanceOf(OpenAI.BadRequestError)
     expect((err2 as InstanceType<typeof OpenAI.BadRequestError>).code).toBe('context_length_exceeded')
   })
 
   it('rejects an unknown model with NotFoundError, streamed or not', async () => {
-    const err = await client.chat.completions.create({ ...greedy('hi', 4), model: 'no-such-model' }).catch((e: unknown) => e)
+    const err = await on.client.chat.completions.create({ ...greedy('hi', 4), model: 'no-such-model' }).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(OpenAI.NotFoundError)
     expect((err as InstanceType<typeof OpenAI.NotFoundError>).code).toBe('model_not_found')
-    const err2 = await client.completions.create({ model: 'no-such-model', prompt: 'x', stream: true }).catch((e: unknown) => e)
+    const err2 = await on.client.completions.create({ model: 'no-such-model', prompt: 'x', stream: true }).catch((e: unknown) => e)
     expect(err2).toBeInstanceOf(OpenAI.NotFoundError)
   })
 })

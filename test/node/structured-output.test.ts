@@ -6,21 +6,11 @@
  */
 import OpenAI from 'openai'
 import { zodResponseFormat } from 'openai/helpers/zod'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { z } from 'zod'
-import { startGpuNode, type GpuNodeProcess } from './gpu-node-process.ts'
+import { openAINode } from './openai-node.ts'
 
-let node: GpuNodeProcess
-let client: OpenAI
-
-beforeAll(async () => {
-  node = await startGpuNode()
-  client = new OpenAI({ apiKey: 'unused', baseURL: `${node.url}/v1`, maxRetries: 0 })
-})
-
-afterAll(async () => {
-  await node?.stop()
-})
+const on = openAINode()
 
 const Order = z.object({
   item: z.string().min(1).max(12),
@@ -32,7 +22,7 @@ const ask = { model: 'tiny', messages: [{ role: 'user' as const, content: 'One o
 
 describe('structured output (response_format)', () => {
   it('chat.completions.parse with zodResponseFormat returns a parsed object the schema accepts', async () => {
-    const completion = await client.chat.completions.parse({ ...ask, response_format: zodResponseFormat(Order, 'order') })
+    const completion = await on.client.chat.completions.parse({ ...ask, response_format: zodResponseFormat(Order, 'order') })
     const choice = completion.choices[0]!
     expect(choice.finish_reason).toBe('stop')
     expect(Order.parse(choice.message.parsed)).toEqual(choice.message.parsed)
@@ -41,15 +31,15 @@ describe('structured output (response_format)', () => {
   })
 
   it("the stream helper's final completion is the same answer", async () => {
-    const whole = await client.chat.completions.parse({ ...ask, response_format: zodResponseFormat(Order, 'order') })
-    const stream = client.chat.completions.stream({ ...ask, response_format: zodResponseFormat(Order, 'order') })
+    const whole = await on.client.chat.completions.parse({ ...ask, response_format: zodResponseFormat(Order, 'order') })
+    const stream = on.client.chat.completions.stream({ ...ask, response_format: zodResponseFormat(Order, 'order') })
     const final = await stream.finalChatCompletion()
     expect(final.choices[0]!.message.content).toBe(whole.choices[0]!.message.content)
     expect(final.choices[0]!.message.parsed).toEqual(whole.choices[0]!.message.parsed)
   })
 
   it('json_object: the answer is a JSON object', async () => {
-    const completion = await client.chat.completions.create({ ...ask, max_tokens: 400, temperature: 1, seed: 7, response_format: { type: 'json_object' } })
+    const completion = await on.client.chat.completions.create({ ...ask, max_tokens: 400, temperature: 1, seed: 7, response_format: { type: 'json_object' } })
     const { content, } = completion.choices[0]!.message
     if (completion.choices[0]!.finish_reason === 'stop') expect(JSON.parse(content!)).toBeTypeOf('object')
     else expect(completion.choices[0]!.finish_reason).toBe('length') // any object is unbounded: cut short, honestly
@@ -57,7 +47,7 @@ describe('structured output (response_format)', () => {
 
   it('a schema keyword the engine cannot enforce is a 400 naming it, and the node serves on', async () => {
     const bad = (schema: Record<string, unknown>) =>
-      client.chat.completions.create({ ...ask, response_format: { type: 'json_schema', json_schema: { name: 'x', schema } } }).then(
+      on.client.chat.completions.create({ ...ask, response_format: { type: 'json_schema', json_schema: { name: 'x', schema } } }).then(
         () => undefined,
         (e: unknown) => e,
       )
@@ -72,12 +62,12 @@ describe('structured output (response_format)', () => {
     const lookahead = await bad({ type: 'string', pattern: '^(?=a)[a-z]{3}$' })
     expect(lookahead).toBeInstanceOf(OpenAI.BadRequestError)
     expect((lookahead as InstanceType<typeof OpenAI.BadRequestError>).message).not.toContain('(?=a)')
-    const after = await client.chat.completions.parse({ ...ask, response_format: zodResponseFormat(Order, 'order') })
+    const after = await on.client.chat.completions.parse({ ...ask, response_format: zodResponseFormat(Order, 'order') })
     expect(after.choices[0]!.message.parsed).not.toBeNull()
   })
 
   it('ignore_eos with response_format is a 400', async () => {
-    const e = await client.chat.completions
+    const e = await on.client.chat.completions
       .create({ ...ask, response_format: { type: 'json_object' }, ignore_eos: true } as OpenAI.ChatCompletionCreateParamsNonStreaming)
       .then(() => undefined, (x: unknown) => x)
     expect(e).toBeInstanceOf(OpenAI.BadRequestError)

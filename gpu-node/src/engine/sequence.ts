@@ -45,8 +45,8 @@ export class Sequence {
   private reported = 0
   /** Log-probability entries of the generated tokens not yet reported. */
   private logprobs: TokenLogprob[] = []
-  /** A continuation's delivered text, until its event is out. */
-  private replayed: string | undefined
+  /** A continuation's delivered texts, one per original event, until their events are out. */
+  private replayed: string[] | undefined
 
   constructor(
     readonly seqId: number,
@@ -72,21 +72,27 @@ export class Sequence {
    * (the client has it). They ended no generation originally, so no EOS or stop check applies.
    */
   private replay(delivered: readonly number[]): void {
-    let text = ''
+    // One text per event the original sent: a consumer whose output depends on how the text was
+    // split (a numbered event per delta) rebuilds exactly the original's state.
+    const texts: string[] = []
     for (const token of delivered) {
       this.tokens.push(token)
-      text += this.stopper.push(this.detok.push(token)).emit
+      const { emit } = this.stopper.push(this.detok.push(token))
+      if (emit) texts.push(emit)
     }
     this.reported = delivered.length
     // The flush frame went out too: what the pipeline holds is already the client's.
-    if (this.req.resumeFlushed) text += this.stopper.push(this.detok.flush()).emit + this.stopper.flush()
-    this.replayed = text
+    if (this.req.resumeFlushed) {
+      const rest = this.stopper.push(this.detok.flush()).emit + this.stopper.flush()
+      if (rest) texts.push(rest)
+    }
+    this.replayed = texts
   }
 
-  /** The replayed text's event, ahead of the first event after a resume. */
+  /** The replayed texts' events, ahead of the first event after a resume. */
   private emitReplayed(out: RequestEvent[]): void {
     if (this.replayed === undefined) return
-    out.push({ id: this.req.id, event: { type: 'text', text: this.replayed, completionTokens: this.generated, tokens: [], replayed: true } })
+    for (const text of this.replayed) out.push({ id: this.req.id, event: { type: 'text', text, completionTokens: this.generated, tokens: [], replayed: true } })
     this.replayed = undefined
   }
 

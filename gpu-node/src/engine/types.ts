@@ -75,7 +75,7 @@ export interface EngineRequest {
 export type EngineEvent =
   /** `tokens`: the generated ids whose text this event completes (since the previous text event). */
   /** `flush`: the text held to the end, released as the sequence finishes. */
-  /** `replayed`: a continuation's delivered text, once, before anything new: the client has it; consumers rebuild their state from it and send nothing. */
+  /** `replayed`: a continuation's delivered text, event by event as it was first sent, before anything new: the client has it; consumers rebuild their state from it and send nothing. */
   | { type: 'text'; text: string; completionTokens: number; tokens: number[]; flush?: true; replayed?: true; logprobs?: TokenLogprob[] }
   | { type: 'finish'; reason: FinishReason; usage: Usage; stopSequence?: string; error?: { code: string } }
 

@@ -109,6 +109,7 @@ function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, j
     if (resume.resume.flushed) engineReq.resumeFlushed = true
   }
   const meta: ResponseMeta = { requestId: ctx.requestId, model: gen.model, created: Math.floor(Date.now() / 1000) }
+  if (gen.responseEcho) meta.echo = gen.responseEcho
   const echoText = gen.echo && gen.input.kind === 'text' ? gen.input.prompt : ''
   const format = calls ? toolCallFormat(encoder.toolCallFormat) : undefined
   const choices = Array.from({ length: gen.n ?? 1 }, (_, i) => {

@@ -18,6 +18,8 @@ export interface ResponseMeta {
   model: string
   /** Epoch seconds. */
   created: number
+  /** The request's settings as the dialect's response repeats them (GenerateRequest.responseEcho). */
+  echo?: Readonly<Record<string, unknown>>
 }
 
 export interface StreamMeta extends ResponseMeta {

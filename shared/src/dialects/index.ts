@@ -10,12 +10,13 @@ import type { DialectCodec } from './codec.ts'
 import { dialectTable } from './dialect-table.ts'
 import { openAIChatCodec } from './openai-chat.ts'
 import { openAICompletionsCodec } from './openai-completions.ts'
+import { openAIResponsesCodec } from './openai-responses.ts'
 
 export type { ContextLengthErrors, DialectCodec, LimitHeaderNames, LimitHeaderStyle, LimitKind, ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
 export { dialectTable, type DialectTable } from './dialect-table.ts'
 
 /** OpenAI chat first: it answers errors on paths no dialect serves (auth on /v1/models, unknown routes). */
-export const DIALECTS = dialectTable([openAIChatCodec, openAICompletionsCodec, anthropicMessagesCodec])
+export const DIALECTS = dialectTable([openAIChatCodec, openAICompletionsCodec, anthropicMessagesCodec, openAIResponsesCodec])
 
 /** A served dialect's name: one per codec in the table. */
 export type Dialect = (typeof DIALECTS.codecs)[number]['name']

@@ -28,7 +28,7 @@ export const OPENAI_ERRORS: ErrorShape = {
 export const OPENAI_STREAM_ENDS = ['data: [DONE]', 'data: {"error"'] as const
 
 /** vLLM's wording; `promptParam` is the request field holding the prompt (`messages` or `prompt`). */
-export function vllmContextLengthExceeded(promptParam: 'messages' | 'prompt'): ContextLengthErrors {
+export function vllmContextLengthExceeded(promptParam: 'messages' | 'prompt' | 'input'): ContextLengthErrors {
   return {
     prompt: (promptTokens, contextLength) =>
       new ApiError(

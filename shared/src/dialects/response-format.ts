@@ -39,10 +39,10 @@ export const responseFormatField = {
 export type ResponseFormat = z.output<(typeof responseFormatField)['response_format']>
 
 /** The node's constraint for a parsed response_format; throws a 400 naming what the engine cannot enforce. */
-export function toOutputConstraint(format: ResponseFormat): OutputConstraint | undefined {
+export function toOutputConstraint(format: ResponseFormat, schemaParam = 'response_format.json_schema.schema'): OutputConstraint | undefined {
   if (!format || format.type === 'text') return undefined
   if (format.type === 'json_object') return { kind: 'json_object' }
-  return { kind: 'json_schema', schema: schemaText(format.json_schema.schema ?? {}, 'response_format.json_schema.schema') }
+  return { kind: 'json_schema', schema: schemaText(format.json_schema.schema ?? {}, schemaParam) }
 }
 
 /** A schema serialized for the node, after checking its size and that the engine enforces all of it; `param` is its wire path. */
