@@ -51,6 +51,11 @@ const EnvSchema = z.object({
   SLOT_KV_EDIT: flagDefaultOn,
   /** How the model writes tool calls (vLLM's --tool-call-parser); `auto` reads it from the chat template. */
   TOOL_CALL_FORMAT: z.enum(['auto', ...TOOL_CALL_FORMATS]).default('auto'),
+  /**
+   * A grammar new to the node must compile within this on a trial thread before the model worker
+   * compiles it (structured/compile-trial.ts): the steps in flight wait for that compile. 0: no trial.
+   */
+  GRAMMAR_COMPILE_BUDGET_MS: int(0, 60_000).default(1000),
   TLS_CERT: optionalString,
   TLS_KEY: optionalString,
   MAX_BODY_BYTES: int(1).default(1024 * 1024),
@@ -87,6 +92,8 @@ export interface NodeConfig {
   slotKvEdit: boolean
   /** The tool-call format to constrain and parse; undefined: the chat template's (tool-call-format.ts). */
   toolCallFormat?: ToolCallFormatName
+  /** What a new grammar may take to compile (its trial); 0: no trial. */
+  compileBudgetMs: number
   /** PEM file paths; both set or plaintext (HTTP/1.1 + h2c). */
   tls?: { certFile: string; keyFile: string }
   maxBodyBytes: number
@@ -131,6 +138,7 @@ export function parseNodeConfig(env: Record<string, string | undefined>): NodeCo
     intraOpThreads: e.INTRA_OP_THREADS,
     slotKvEdit: e.SLOT_KV_EDIT,
     toolCallFormat: e.TOOL_CALL_FORMAT === 'auto' ? undefined : e.TOOL_CALL_FORMAT,
+    compileBudgetMs: e.GRAMMAR_COMPILE_BUDGET_MS,
     tls: e.TLS_CERT && e.TLS_KEY ? { certFile: e.TLS_CERT, keyFile: e.TLS_KEY } : undefined,
     maxBodyBytes: e.MAX_BODY_BYTES,
     keepAliveMs: e.KEEPALIVE_MS,

@@ -37,6 +37,7 @@ async function main(log: Logger): Promise<void> {
     intraOpThreads: config.intraOpThreads,
     slotKvEdit: config.slotKvEdit,
     ...(config.toolCallFormat ? { toolCallFormat: config.toolCallFormat } : {}),
+    compileBudgetMs: config.compileBudgetMs,
     limits: config.limits,
     observer: createMetricsObserver(metrics),
   })

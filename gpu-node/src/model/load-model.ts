@@ -20,6 +20,8 @@ export interface LoadModelOptions {
   prefixBlockTokens?: number
   /** How the model writes tool calls; by default what its chat template teaches (tool-call-format.ts). */
   toolCallFormat?: ToolCallFormatName
+  /** A new grammar's trial compile budget (compile-trial.ts); 0 or absent: no trial. */
+  compileBudgetMs?: number
 }
 
 /** The model side, ready to run: what the engine drives and what the HTTP layer encodes with. */
@@ -49,6 +51,7 @@ export async function loadModel(opts: LoadModelOptions): Promise<LoadedModel> {
     ...(opts.prefixBlockTokens ? { prefixBlockTokens: opts.prefixBlockTokens } : {}),
     ...(opts.intraOpThreads ? { intraOpThreads: opts.intraOpThreads } : {}),
     ...(opts.slotKvEdit !== undefined ? { slotKvEdit: opts.slotKvEdit } : {}),
+    ...(opts.compileBudgetMs ? { compileBudgetMs: opts.compileBudgetMs } : {}),
   })
   const encoder: PromptEncoder = {
     modelId: dir.modelId,

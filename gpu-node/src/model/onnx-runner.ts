@@ -1,6 +1,8 @@
-import { Worker } from 'node:worker_threads'
+import type { Worker } from 'node:worker_threads'
 import type { ModelDir } from './model-dir.ts'
 import { encodedVocab } from '../structured/tokenizer-info.ts'
+import { CompileTrial } from '../structured/compile-trial.ts'
+import { spawnTsWorker } from './ts-worker.ts'
 import type { RunnerWorkerInit } from './runner-worker.ts'
 import type { OutputConstraint } from '../../../shared/src/generation.ts'
 import { toModelInfo, type SessionShape, type ModelInfo, type ModelRunner, type StepPlan, type StepResult } from './runner.ts'
@@ -13,6 +15,8 @@ export interface OnnxRunnerOptions {
   /** Put Optimum-layout graphs on the slot KV path where exact (open-session.ts; default on). */
   slotKvEdit?: boolean
   prefixBlockTokens?: number
+  /** A new grammar must compile within this on a trial thread before the model worker compiles it (compile-trial.ts); 0: no trial. */
+  compileBudgetMs?: number
 }
 
 /**
@@ -28,6 +32,7 @@ export class OnnxRunner implements ModelRunner {
   private constructor(
     private readonly worker: Worker,
     readonly info: ModelInfo,
+    private readonly trial: CompileTrial | undefined,
   ) {
     worker.on('message', (msg: { type: string; id: number; result?: StepResult; message?: string }) => {
       const p = this.pending.get(msg.id)
@@ -65,7 +70,8 @@ export class OnnxRunner implements ModelRunner {
       worker.once('error', reject)
     })
     const info = toModelInfo(dir, kv)
-    return new OnnxRunner(worker, info)
+    const trial = opts.compileBudgetMs ? new CompileTrial({ vocab: init.vocab!, eosTokenIds: dir.eosTokenIds }, opts.compileBudgetMs) : undefined
+    return new OnnxRunner(worker, info, trial)
   }
 
   step(plan: StepPlan): Promise<StepResult> {
@@ -73,10 +79,12 @@ export class OnnxRunner implements ModelRunner {
   }
 
   /**
-   * The worker compiles while a step may be in flight (its thread is free while ONNX Runtime
-   * runs), so the sequence's first step finds the grammar compiled.
+   * A grammar new to the worker is first compiled on a trial thread within the budget
+   * (compile-trial.ts); then the worker compiles it while a step may be in flight (its thread is
+   * free while ONNX Runtime runs), so the sequence's first step finds the grammar compiled.
    */
   async prepare(constraint: OutputConstraint): Promise<void> {
+    await this.trial?.check(constraint)
     await this.ask({ type: 'prepare', constraint })
   }
 
@@ -90,13 +98,7 @@ export class OnnxRunner implements ModelRunner {
   }
 
   async close(): Promise<void> {
+    await this.trial?.close()
     await this.worker.terminate()
   }
-}
-
-/** Starts a worker whose entry is TypeScript: register tsx's ESM loader inside it, then import. */
-function spawnTsWorker(entry: URL, workerData: unknown): Worker {
-  const tsx = import.meta.resolve('tsx/esm/api')
-  const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(entry.href)}) })`
-  return new Worker(boot, { eval: true, workerData })
 }

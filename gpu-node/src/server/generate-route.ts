@@ -13,6 +13,7 @@ import { resumeSignedExtra } from '../../../shared/src/resume-wire.ts'
 import { toolCallFormat, type ToolCallFormatName } from '../structured/tool-call-format.ts'
 import { ToolCallParser } from '../structured/tool-call-parser.ts'
 import { AnswerChoice } from './answer-choice.ts'
+import { CompileBudgetError } from '../structured/compile-trial.ts'
 import type { EngineEvent, EngineHandle, EngineRequest, SubmitResult } from '../engine/types.ts'
 import type { PromptEncoder } from '../model/prompt-encoder.ts'
 import type { SignatureCheck } from './edge-signature.ts'
@@ -170,6 +171,9 @@ async function compileConstraint(deps: GenerateDeps, constraint: OutputConstrain
     await deps.engine.prepare(constraint)
   } catch (e) {
     const param = constraint.kind === 'json_schema' ? 'response_format.json_schema.schema' : constraint.kind === 'tool_calls' ? 'tools' : 'response_format'
+    if (e instanceof CompileBudgetError) {
+      throw new ApiError('invalid_request', `'${param}' takes longer than ${e.budgetMs} ms to compile into a grammar for this model; simplify it (fewer properties, shorter bounded strings and arrays).`, { param, cause: e })
+    }
     throw new ApiError('invalid_request', `'${param}' could not be compiled into a grammar for this model.`, { param, cause: e })
   }
 }

@@ -38,7 +38,7 @@ export class Grammars {
 
   /** The spec's compiled grammar, compiled on first use. */
   compile(spec: OutputConstraint): Promise<CompiledGrammar> {
-    const key = spec.kind === 'json_schema' ? `s:${spec.schema}` : spec.kind === 'tool_calls' ? `t:${JSON.stringify(spec)}` : 'o'
+    const key = keyOf(spec)
     const hit = this.compiled.get(key)
     if (hit) {
       this.compiled.delete(key)
@@ -51,6 +51,11 @@ export class Grammars {
     made.catch(() => this.compiled.delete(key))
     while (this.compiled.size > MAX_COMPILED) this.compiled.delete(this.compiled.keys().next().value!)
     return made
+  }
+
+  /** Drops a spec's compiled grammar from the cache (the caller disposes it). */
+  forget(spec: OutputConstraint): void {
+    this.compiled.delete(keyOf(spec))
   }
 
   private async compileNew(spec: OutputConstraint): Promise<CompiledGrammar> {
@@ -111,4 +116,8 @@ async function toolCallTag(spec: Extract<OutputConstraint, { kind: 'tool_calls' 
     ? { type: 'triggered_tags', triggers: [format.trigger], tags, stop_after_first: !spec.parallel }
     : { type: 'tags_with_separator', separator: format.separator, tags, at_least_one: true, stop_after_first: !spec.parallel }
   return JSON.stringify({ type: 'structural_tag', format: calls })
+}
+
+function keyOf(spec: OutputConstraint): string {
+  return spec.kind === 'json_schema' ? `s:${spec.schema}` : spec.kind === 'tool_calls' ? `t:${JSON.stringify(spec)}` : 'o'
 }

@@ -6,8 +6,8 @@ import { DIALECTS } from './index.ts'
 import { dialectTable } from './dialect-table.ts'
 
 describe('dialectTable', () => {
-  it('serves a registered fourth dialect beside the real three, by name and by route', () => {
-    expect(DIALECTS_WITH_FOURTH.codecs.map((c) => c.path)).toEqual(['/v1/chat/completions', '/v1/completions', '/v1/messages', '/v1/fourth'])
+  it('serves a registered test dialect beside the served ones, by name and by route', () => {
+    expect(DIALECTS_WITH_FOURTH.codecs.map((c) => c.path)).toEqual(['/v1/chat/completions', '/v1/completions', '/v1/messages', '/v1/responses', '/v1/fourth'])
     expect(DIALECTS_WITH_FOURTH.get('fourth')).toBe(fourthDialectCodec)
     expect(DIALECTS_WITH_FOURTH.forPath('/v1/fourth/')).toBe(fourthDialectCodec)
     expect(DIALECTS_WITH_FOURTH.errorCodecForPath('/v1/fourth')).toBe(fourthDialectCodec)
