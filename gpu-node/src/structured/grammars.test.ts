@@ -169,8 +169,8 @@ describe('tool calls (structural tags, hermes format)', () => {
   const tools = [{ name: 'get_weather', schema: JSON.stringify(WEATHER), strict: true }, { name: 'get_time', schema: JSON.stringify(TIME), strict: true }]
   const spec = (mode: 'auto' | 'required', parallel: boolean, only?: string): OutputConstraint => ({ kind: 'tool_calls', format: 'hermes', tools: only ? tools.filter((t) => t.name === only) : tools, mode, parallel })
   /** The calls of a walk's text, read by the same parser the node uses. */
-  const callsOf = (text: string) => {
-    const parser = new ToolCallParser(toolCallFormat('hermes'), (i) => `c${i}`)
+  const callsOf = (text: string, format: 'hermes' | 'llama3_json' = 'hermes') => {
+    const parser = new ToolCallParser(toolCallFormat(format), (i) => `c${i}`)
     const pieces = [...parser.push(text), ...parser.flush()]
     const calls: Array<{ name: string; arguments: string }> = []
     let content = ''
@@ -196,6 +196,19 @@ describe('tool calls (structural tags, hermes format)', () => {
       if (calls.length > 1) several++
     }
     expect(several).toBeGreaterThan(0)
+  })
+
+  it('llama3_json: calls back to back as `{"name": …, "parameters": …}; …`, each valid, read back by the same format', async () => {
+    for (let seed = 1; seed <= 8; seed++) {
+      const { ids, ended } = await walk(grammars, { ...spec('required', true), format: 'llama3_json' }, seed, true, 1200)
+      const text = textOf(ids)
+      expect(ended, JSON.stringify(text)).toBe(true)
+      expect(text.startsWith('{"name": "')).toBe(true)
+      const { calls, content } = callsOf(text, 'llama3_json')
+      expect(content).toBe('')
+      expect(calls.length).toBeGreaterThan(0)
+      for (const call of calls) expect(valid(call), JSON.stringify(call)).toBe(true)
+    }
   })
 
   it('a named tool without parallel calls: exactly one call, to it', async () => {
