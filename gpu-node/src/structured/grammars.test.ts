@@ -167,7 +167,7 @@ describe('tool calls (structural tags, hermes format)', () => {
   const grammars = new Grammars(vocab, [EOS])
   const TIME = { type: 'object', properties: { zone: { enum: ['utc', 'cet'] } }, required: ['zone'], additionalProperties: false }
   const tools = [{ name: 'get_weather', schema: JSON.stringify(WEATHER), strict: true }, { name: 'get_time', schema: JSON.stringify(TIME), strict: true }]
-  const spec = (mode: 'auto' | 'required', parallel: boolean, only?: string): OutputConstraint => ({ kind: 'tool_calls', format: 'hermes', tools: only ? tools.filter((t) => t.name === only) : tools, mode, parallel })
+  const spec = (mode: 'auto' | 'required', parallel: boolean, only?: string, format = 'hermes'): OutputConstraint => ({ kind: 'tool_calls', format, tools: only ? tools.filter((t) => t.name === only) : tools, mode, parallel })
   /** The calls of a walk's text, read by the same parser the node uses. */
   const callsOf = (text: string, format: 'hermes' | 'llama3_json' = 'hermes') => {
     const parser = new ToolCallParser(toolCallFormat(format), (i) => `c${i}`)
@@ -200,7 +200,7 @@ describe('tool calls (structural tags, hermes format)', () => {
 
   it('llama3_json: calls back to back as `{"name": …, "parameters": …}; …`, each valid, read back by the same format', async () => {
     for (let seed = 1; seed <= 8; seed++) {
-      const { ids, ended } = await walk(grammars, { ...spec('required', true), format: 'llama3_json' }, seed, true, 1200)
+      const { ids, ended } = await walk(grammars, spec('required', true, undefined, 'llama3_json'), seed, true, 1200)
       const text = textOf(ids)
       expect(ended, JSON.stringify(text)).toBe(true)
       expect(text.startsWith('{"name": "')).toBe(true)
