@@ -210,6 +210,8 @@ export interface GenerateRequest {
   contextId?: string
   /** Structured output: what the generated text must match (OpenAI `response_format`). */
   constraint?: OutputConstraint
+  /** The wire field that set `constraint`, named when its grammar cannot be compiled (default `response_format`). */
+  constraintParam?: string
   /** Tools the model may call (the node renders them into the prompt and constrains the calls). */
   tools?: ToolUse
   /** Log probabilities of each generated token and this many alternatives (OpenAI `logprobs`/`top_logprobs`). */

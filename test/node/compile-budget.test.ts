@@ -33,6 +33,9 @@ describe('a new grammar compiles within GRAMMAR_COMPILE_BUDGET_MS or is refused'
     expect(e.param).toBe('response_format.json_schema.schema')
     expect(e.message).toContain('takes longer than 300 ms to compile')
     expect((await beside).usage!.completion_tokens).toBe(40)
+    // The Responses API names its own field.
+    const viaResponses = await client(bounded).responses.create({ model: 'tiny', input: 'JSON', max_output_tokens: 5, text: { format: { type: 'json_schema', name: 's', schema: slow } } }).then(() => undefined, (err: unknown) => err)
+    expect((viaResponses as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('text.format.schema')
     const ok = await client(bounded).chat.completions.create(ask(typical))
     expect(ok.choices[0]!.finish_reason).toMatch(/^(stop|length)$/)
   })

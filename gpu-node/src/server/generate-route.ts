@@ -68,7 +68,7 @@ export async function handleGenerate(ctx: RequestContext, codec: DialectCodec, d
   // (a verified signature) salts; direct unsigned use shares one salt.
   if (signed && ctx.wire.tenant) for (const req of prepared.engineReqs) req.cacheSalt = ctx.wire.tenant
   const constraint = prepared.engineReqs[0]!.constraint
-  if (constraint) await compileConstraint(deps, constraint)
+  if (constraint) await compileConstraint(deps, constraint, prepared.gen.constraintParam)
   if (ctx.clientGone) {
     // Gone while we verified and tokenized: nothing to run, nothing to answer.
     ctx.outcome.errorCode = 'client_aborted'
@@ -166,11 +166,11 @@ function choiceRequests(first: EngineRequest, n: number, inFlight: ReadonlySet<s
  * compile is a 400 before any response starts (and never a failed step for the batch). The
  * engine's own reason is not passed on: it may quote the schema.
  */
-async function compileConstraint(deps: GenerateDeps, constraint: OutputConstraint): Promise<void> {
+async function compileConstraint(deps: GenerateDeps, constraint: OutputConstraint, given?: string): Promise<void> {
   try {
     await deps.engine.prepare(constraint)
   } catch (e) {
-    const param = constraint.kind === 'json_schema' ? 'response_format.json_schema.schema' : constraint.kind === 'tool_calls' ? 'tools' : 'response_format'
+    const param = constraint.kind === 'tool_calls' ? 'tools' : given ?? (constraint.kind === 'json_schema' ? 'response_format.json_schema.schema' : 'response_format')
     if (e instanceof CompileBudgetError) {
       throw new ApiError('invalid_request', `'${param}' takes longer than ${e.budgetMs} ms to compile into a grammar for this model; simplify it (fewer properties, shorter bounded strings and arrays).`, { param, cause: e })
     }

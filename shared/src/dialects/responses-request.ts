@@ -139,6 +139,7 @@ export function parseResponsesRequest(body: unknown): GenerateRequest {
   if (constraint) {
     if (use && use.choice !== 'none') throw new ApiError('invalid_request', "'text.format' cannot be combined with 'tools' unless 'tool_choice' is \"none\".", { param: 'text.format' })
     out.constraint = constraint
+    out.constraintParam = constraint.kind === 'json_schema' ? 'text.format.schema' : 'text.format'
   }
   if (req.ignore_eos) {
     if (constraint || (use && use.choice !== 'none')) throw new ApiError('invalid_request', "'ignore_eos' cannot be combined with 'text.format' or 'tools'.", { param: 'ignore_eos' })
