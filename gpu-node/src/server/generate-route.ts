@@ -3,16 +3,17 @@
  * model check → tokens → context budget → engine.submit → stream (SSE) or collect (JSON).
  * The engine is only submitted to and aborted; everything it says comes back as events.
  */
-import { createHash, randomUUID } from 'node:crypto'
 import { clipText } from '../../../shared/src/clip-text.ts'
 import { ApiError, API_ERROR_CODES, type ApiErrorCode } from '../../../shared/src/api-error.ts'
 import type { DialectCodec, ResponseMeta } from '../../../shared/src/dialects/index.ts'
-import { isCompletedReason, resolveSampling, type ChoiceOutput, type GenerateRequest, type OutputConstraint, type ToolUse, type Usage } from '../../../shared/src/generation.ts'
+import { isCompletedReason, resolveSampling, type ChoiceOutput, type GenerateRequest, type OutputConstraint } from '../../../shared/src/generation.ts'
 import { parseJsonBody } from '../../../shared/src/json-body.ts'
 import { resumeSignedExtra } from '../../../shared/src/resume-wire.ts'
-import { toolCallFormat, type ToolCallFormatName } from '../structured/tool-call-format.ts'
+import { toolCallFormat } from '../structured/tool-call-format.ts'
 import { ToolCallParser } from '../structured/tool-call-parser.ts'
 import { AnswerChoice } from './answer-choice.ts'
+import { choiceRequests, Ended, uniqueId } from './choices.ts'
+import { toolCallId, toolCalling } from './tool-calling.ts'
 import { CompileBudgetError } from '../structured/compile-trial.ts'
 import type { EngineEvent, EngineHandle, EngineRequest, SubmitResult } from '../engine/types.ts'
 import type { PromptEncoder } from '../model/prompt-encoder.ts'
@@ -89,7 +90,7 @@ function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, j
   ctx.outcome.promptTokens = promptTokens.length
   const maxTokens = resolveMaxTokens(codec, promptTokens.length, gen.maxTokens, encoder.contextLength, encoder.defaults.maxNewTokens)
   const engineReq: EngineRequest = {
-    id: engineId(ctx.requestId, deps.inFlight),
+    id: uniqueId(ctx.requestId, deps.inFlight),
     promptTokens,
     maxTokens,
     stop: gen.stop,
@@ -118,47 +119,6 @@ function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, j
     return new AnswerChoice(i, parser, gen.logprobs !== undefined)
   })
   return { gen, engineReqs: choiceRequests(engineReq, choices.length, deps.inFlight), meta, echoText, resume, choices, calls: calls !== undefined }
-}
-
-/**
- * The constraint a request's tools put on its answer, in the model's own call format: none when
- * the model may not call (`none`); `auto` lets it write text first; `required` and a named tool
- * constrain from the first token (a named one to that tool alone, one call).
- */
-function toolCalling(tools: ToolUse | undefined, format: ToolCallFormatName): { constraint: OutputConstraint } | undefined {
-  if (!tools || tools.choice === 'none') return undefined
-  const named = typeof tools.choice === 'object' ? tools.choice.name : undefined
-  const offered = named === undefined ? tools.tools : tools.tools.filter((t) => t.name === named)
-  return {
-    constraint: {
-      kind: 'tool_calls',
-      format,
-      tools: offered.map((t) => ({ name: t.name, schema: t.parameters, strict: t.strict })),
-      mode: tools.choice === 'auto' ? 'auto' : 'required',
-      parallel: tools.parallel && named === undefined,
-    },
-  }
-}
-
-/** A call's id: fixed by the request, its choice and the call's place, so a continuation names it as the original did. */
-function toolCallId(codec: DialectCodec, requestId: string, choice: number, call: number): string {
-  const digest = createHash('sha256').update(`${requestId}\0${choice}\0${call}`).digest('hex').slice(0, 24)
-  return `${codec.toolCallIdPrefix}${digest}`
-}
-
-/**
- * The engine requests of `n` choices: the first as asked, each other after it (the engine forks
- * them from its prefill) with its own seed when the request fixed one (seed + i), so a seeded
- * request's n choices differ from each other and are the same every time.
- */
-function choiceRequests(first: EngineRequest, n: number, inFlight: ReadonlySet<string>): EngineRequest[] {
-  const reqs = [first]
-  for (let i = 1; i < n; i++) {
-    const seed = first.sampling.seed
-    const sampling = seed === undefined ? first.sampling : { ...first.sampling, seed: (seed + i) % 2 ** 32 }
-    reqs.push({ ...first, id: engineId(`${first.id}.${i}`, inFlight), sampling, after: first.id })
-  }
-  return reqs
 }
 
 /**
@@ -229,24 +189,6 @@ function runCollecting(ctx: RequestContext, codec: DialectCodec, deps: GenerateD
     if (ended.all) sendJson(ctx.req, ctx.res, 200, codec.jsonBody(p.meta, results, usage), headers)
   })
   release()
-}
-
-/** The choices' finishes as they come: usage summed over them (the prompt counted once, as OpenAI counts `n`). */
-class Ended {
-  private count = 0
-  private usage: Usage | undefined
-  constructor(private readonly choices: number) {}
-
-  get all(): boolean {
-    return this.count === this.choices
-  }
-
-  /** Adds a choice's usage; returns the total so far. */
-  add(usage: Usage): Usage {
-    this.count++
-    this.usage = this.usage ? { ...this.usage, completionTokens: this.usage.completionTokens + usage.completionTokens } : usage
-    return this.usage
-  }
 }
 
 /**
@@ -344,8 +286,4 @@ function overloadError(result: Exclude<SubmitResult, { ok: true }>): ApiError {
 
 function drainingError(retryAfterMs = DRAINING_RETRY_AFTER_MS): ApiError {
   return new ApiError('overloaded', 'This node is draining (shutting down); please retry.', { retryAfterMs })
-}
-
-function engineId(requestId: string, inFlight: ReadonlySet<string>): string {
-  return inFlight.has(requestId) ? `${requestId}~${randomUUID()}` : requestId
 }
