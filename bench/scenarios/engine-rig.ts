@@ -10,6 +10,9 @@ import { staticBatching } from '../../gpu-node/test/support/static-batching.ts'
 import { Engine } from '../../gpu-node/src/engine/engine.ts'
 import { GREEDY, type EngineRequest } from '../../gpu-node/src/engine/types.ts'
 import type { ModelDir } from '../../gpu-node/src/model/model-dir.ts'
+import { parseNodeConfig } from '../../gpu-node/src/config.ts'
+import type { EngineLimits } from '../../gpu-node/src/engine/types.ts'
+import { loadModel, type LoadedModel } from '../../gpu-node/src/model/load-model.ts'
 import { OnnxRunner } from '../../gpu-node/src/model/onnx-runner.ts'
 import type { ModelRunner, StepPlan, StepResult } from '../../gpu-node/src/model/runner.ts'
 import type { ModelTokenizer } from '../../gpu-node/src/model/tokenizer.ts'
@@ -178,4 +181,23 @@ export async function closeEngineRig(rig: EngineRig): Promise<void> {
 export function rotate<T>(xs: readonly T[], by: number): T[] {
   const k = by % xs.length
   return [...xs.slice(k), ...xs.slice(0, k)]
+}
+
+/**
+ * The model side of a node on `modelDir` with its default config (`env` over it), loaded as
+ * compose-engine.ts loads it, and the engine limits the node would run it with: a bench wraps
+ * the runner (timing, turns) before building the engine.
+ */
+export async function loadNodeModel(modelDir: string, env: Record<string, string> = {}): Promise<{ model: LoadedModel; limits: EngineLimits }> {
+  const config = parseNodeConfig({ MODEL_DIR: modelDir, ALLOW_UNSIGNED: '1', ...env })
+  const { limits } = config
+  const model = await loadModel({
+    modelDir: config.modelDir,
+    executionProvider: config.executionProvider,
+    intraOpThreads: config.intraOpThreads,
+    slotKvEdit: config.slotKvEdit,
+    kvBudgetBytes: limits.kvBudgetBytes,
+    ...(limits.prefixBlockTokens ? { prefixBlockTokens: limits.prefixBlockTokens } : {}),
+  })
+  return { model, limits }
 }

@@ -20,14 +20,13 @@
  *   the A/A control also hinted that the engine built first ran slower (10 of 12 pairs).
  */
 import { performance } from 'node:perf_hooks'
-import { parseNodeConfig } from '../../gpu-node/src/config.ts'
 import { Engine } from '../../gpu-node/src/engine/engine.ts'
-import { loadModel } from '../../gpu-node/src/model/load-model.ts'
 import { GREEDY } from '../../gpu-node/src/engine/types.ts'
 import type { ModelInfo } from '../../gpu-node/src/model/runner.ts'
 import type { BenchContext } from '../lib/report-types.ts'
 import { median, round } from '../lib/stats.ts'
 import { Turns, type TurnRunner } from '../lib/turns.ts'
+import { loadNodeModel } from './engine-rig.ts'
 
 const STREAMS = 32
 const PROMPT_TOKENS = 128
@@ -49,17 +48,8 @@ interface TurnEngine {
 }
 
 async function engineFor(modelDir: string, env: Record<string, string>, turns: Turns): Promise<TurnEngine> {
-  const config = parseNodeConfig({ MODEL_DIR: modelDir, ALLOW_UNSIGNED: '1', ...env })
-  const { limits } = config
   // As compose-engine.ts builds the node's engine, with its model worker taking turns.
-  const model = await loadModel({
-    modelDir: config.modelDir,
-    executionProvider: config.executionProvider,
-    intraOpThreads: config.intraOpThreads,
-    slotKvEdit: config.slotKvEdit,
-    kvBudgetBytes: limits.kvBudgetBytes,
-    ...(limits.prefixBlockTokens ? { prefixBlockTokens: limits.prefixBlockTokens } : {}),
-  })
+  const { model, limits } = await loadNodeModel(modelDir, env)
   const runner = turns.runner(model.runner)
   const engine = new Engine({ runner, modelKey: model.encoder.modelId, decoder: model.tokenizer, limits })
   return { engine, runner, info: model.runner.info }

@@ -29,16 +29,15 @@
  */
 import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { parseNodeConfig } from '../../gpu-node/src/config.ts'
 import { Engine } from '../../gpu-node/src/engine/engine.ts'
 import { GREEDY, type EngineRequest } from '../../gpu-node/src/engine/types.ts'
-import { loadModel, type LoadedModel } from '../../gpu-node/src/model/load-model.ts'
+import type { LoadedModel } from '../../gpu-node/src/model/load-model.ts'
 import type { OutputConstraint } from '../../shared/src/generation.ts'
 import { textPromptOfLength } from '../lib/prompts.ts'
 import type { BenchContext } from '../lib/report-types.ts'
 import { median, round, summarize } from '../lib/stats.ts'
 import { Turns, type TurnRunner } from '../lib/turns.ts'
-import { promptFor, rotate, submitRequest, TimedRunner, type JobResult, type StepRecord } from './engine-rig.ts'
+import { loadNodeModel, promptFor, rotate, submitRequest, TimedRunner, type JobResult, type StepRecord } from './engine-rig.ts'
 
 const ROWS = 32
 /** A safety cap for the constrained rows; a bounded schema's answer ends far below it. */
@@ -84,16 +83,7 @@ let runIndex = 0
 /** The node's engine on `modelDir` (its default config; as compose-engine.ts builds it), its runner's steps timed, taking `turns`. */
 async function startNodeEngine(modelDir: string, turns: Turns): Promise<NodeEngine> {
   const ep = process.env.EXECUTION_PROVIDER
-  const config = parseNodeConfig({ MODEL_DIR: modelDir, ALLOW_UNSIGNED: '1', ...(ep ? { EXECUTION_PROVIDER: ep } : {}) })
-  const { limits } = config
-  const model = await loadModel({
-    modelDir: config.modelDir,
-    executionProvider: config.executionProvider,
-    intraOpThreads: config.intraOpThreads,
-    slotKvEdit: config.slotKvEdit,
-    kvBudgetBytes: limits.kvBudgetBytes,
-    ...(limits.prefixBlockTokens ? { prefixBlockTokens: limits.prefixBlockTokens } : {}),
-  })
+  const { model, limits } = await loadNodeModel(modelDir, ep ? { EXECUTION_PROVIDER: ep } : {})
   const timed = new TimedRunner(model.runner)
   const turn = turns.runner(timed)
   const engine = new Engine({ runner: turn, modelKey: model.encoder.modelId, decoder: model.tokenizer, limits })

@@ -11,7 +11,7 @@ import { startGpuNode, type GpuNodeProcess } from './gpu-node-process.ts'
 let bounded: GpuNodeProcess
 let unbounded: GpuNodeProcess
 beforeAll(async () => {
-  ;[bounded, unbounded] = await Promise.all([startGpuNode({ env: { GRAMMAR_COMPILE_BUDGET_MS: '300' } }), startGpuNode({ env: { GRAMMAR_COMPILE_BUDGET_MS: '0' } })])
+  ;[bounded, unbounded] = await Promise.all([startGpuNode({ env: { GRAMMAR_COMPILE_BUDGET_MS: '400' } }), startGpuNode({ env: { GRAMMAR_COMPILE_BUDGET_MS: '0' } })])
 })
 afterAll(async () => {
   await Promise.all([bounded?.stop(), unbounded?.stop()])
@@ -31,7 +31,7 @@ describe('a new grammar compiles within GRAMMAR_COMPILE_BUDGET_MS or is refused'
     expect(err).toBeInstanceOf(OpenAI.BadRequestError)
     const e = err as InstanceType<typeof OpenAI.BadRequestError>
     expect(e.param).toBe('response_format.json_schema.schema')
-    expect(e.message).toContain('takes longer than 300 ms to compile')
+    expect(e.message).toContain('takes longer than 400 ms to compile')
     expect((await beside).usage!.completion_tokens).toBe(40)
     // The Responses API names its own field.
     const viaResponses = await client(bounded).responses.create({ model: 'tiny', input: 'JSON', max_output_tokens: 5, text: { format: { type: 'json_schema', name: 's', schema: slow } } }).then(() => undefined, (err: unknown) => err)

@@ -42,6 +42,19 @@ function textOf(path: Path, f: RawFrame): string {
   return j.choices?.[0]?.delta?.content ?? ''
 }
 
+/**
+ * Where a stream may be cut: between the node's writes. A content write starts with its id line
+ * and may hold several frames (Anthropic's first text opens its block: content_block_start,
+ * ping, delta); the node writes each at once, so a death delivers all of a write or none of it.
+ * The cuts: before each content write, and after the last one (before the closing frames).
+ */
+export function writeEnds(frames: readonly RawFrame[]): number[] {
+  const starts = frames.flatMap((f, i) => (f.id ? [i] : []))
+  let end = starts[starts.length - 1]! + 1
+  while (end < frames.length && ['content_block_start', 'ping', 'content_block_delta'].includes(frames[end]!.event ?? '')) end++
+  return [...starts, end]
+}
+
 /** The tokens delivered once frames [0, k) arrived: the id lines' tokens, concatenated. */
 export function deliveredAfter(frames: readonly RawFrame[], k: number): number[] {
   return frames.slice(0, k).flatMap((f) => f.id?.tokens ?? [])

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { encodeTokens, resumeHeader } from '../../shared/src/resume-wire.ts'
 import { startGpuNode, type GpuNodeProcess } from './gpu-node-process.ts'
 import { pickStop } from './prompts.ts'
-import { completionTokens, deliveredAfter, flushedAfter, joinText, streamFrames, type Path, type RawFrame } from './resume-client.ts'
+import { completionTokens, deliveredAfter, flushedAfter, joinText, streamFrames, writeEnds, type Path, type RawFrame } from './resume-client.ts'
 
 let node: GpuNodeProcess
 beforeAll(async () => {
@@ -39,19 +39,6 @@ function ending(frames: readonly RawFrame[]): unknown[] {
     for (const k of ['cache_read_input_tokens', 'cache_creation_input_tokens', 'input_tokens']) delete rest.usage?.[k]
     return { event: f.event, ...rest }
   })
-}
-
-/**
- * Where a stream may be cut: between the node's writes. A content write starts with its id line
- * and may hold several frames (Anthropic's first text opens its block: content_block_start,
- * ping, delta); the node writes each at once, so a death delivers all of a write or none of it.
- * The cuts: before each content write, and after the last one (before the closing frames).
- */
-function writeEnds(frames: readonly RawFrame[]): number[] {
-  const starts = frames.flatMap((f, i) => (f.id ? [i] : []))
-  let end = starts[starts.length - 1]! + 1
-  while (end < frames.length && ['content_block_start', 'ping', 'content_block_delta'].includes(frames[end]!.event ?? '')) end++
-  return [...starts, end]
 }
 
 /** Cuts `full` between its writes (before the first content, and after each) and checks each continuation. */

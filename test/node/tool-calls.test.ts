@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { z } from 'zod'
 import { resumeHeader } from '../../shared/src/resume-wire.ts'
 import { startGpuNode, type GpuNodeProcess } from './gpu-node-process.ts'
-import { deliveredAfter, flushedAfter, streamFrames, type Path, type RawFrame } from './resume-client.ts'
+import { deliveredAfter, flushedAfter, streamFrames, writeEnds, type Path, type RawFrame } from './resume-client.ts'
 
 let node: GpuNodeProcess
 let openai: OpenAI
@@ -173,12 +173,10 @@ describe('a stream with tool calls continued after any cut is the same stream', 
     const headers = { 'x-request-id': `tools-${Math.random().toString(36).slice(2)}`, 'x-zl-resumable': '1' }
     const full = await streamFrames(node.url, path, body, headers)
     expect(full.status).toBe(200)
-    const contentAt = full.frames.flatMap((f, i) => (f.id ? [i] : []))
-    expect(contentAt.length).toBeGreaterThan(5)
-    // Between the node's writes (each starts with its id line; a death delivers a write whole or
-    // not at all), every few (each is a request): the first, mid-call, the last.
-    const cuts = [...contentAt, full.frames.findIndex((f, i) => i > contentAt[contentAt.length - 1]! && (f.data === '[DONE]' || /"finish_reason":"|"message_delta"|content_block_stop/.test(f.data)))]
-      .filter((_, k, all) => k % 7 === 0 || k === all.length - 1)
+    const writes = writeEnds(full.frames)
+    expect(writes.length).toBeGreaterThan(6)
+    // Between the node's writes, every few (each is a request): the first, mid-call, the last.
+    const cuts = writes.filter((_, k, all) => k % 7 === 0 || k === all.length - 1)
     for (const cut of cuts) {
       const cont = await streamFrames(node.url, path, body, { ...headers, 'x-zl-resume': resumeHeader(deliveredAfter(full.frames, cut), flushedAfter(full.frames, cut)) })
       expect(cont.status).toBe(200)

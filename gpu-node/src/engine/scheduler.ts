@@ -101,7 +101,7 @@ export class Scheduler {
       if (fork.state !== 'prefilling') continue
       this.prefilling.splice(this.prefilling.indexOf(fork), 1)
       fork.state = 'waiting'
-      fork.forkOf = undefined
+      fork.forked = false
       this.queue.requeue(fork)
     }
     leader.forks = []
@@ -119,7 +119,7 @@ export class Scheduler {
   schedule(nowMs: number): StepPlan {
     this.preemptToFitBudget()
     this.admitPrefill(nowMs)
-    const plan: StepPlan = { release: this.releases, decode: this.running.length > 0, prefill: this.prefilling.filter((seq) => !seq.forkOf).map((seq) => this.prefillPart(seq)) }
+    const plan: StepPlan = { release: this.releases, decode: this.running.length > 0, prefill: this.prefilling.filter((seq) => !seq.forked).map((seq) => this.prefillPart(seq)) }
     if (this.saves.length > 0) plan.save = this.saves
     this.releases = []
     this.saves = []
@@ -161,7 +161,7 @@ export class Scheduler {
       this.running.push(seq)
       seq.kvLen = seq.tokens.length
       seq.prefilled = seq.tokens.length
-      seq.forkOf = undefined
+      seq.forked = false
       seq.forks = []
       this.saveBlocks(seq)
       if (seq.append(result.joined.tokens[i], this.outbox, result.joined.logprobs?.[i])) this.retire(seq)
@@ -195,7 +195,7 @@ export class Scheduler {
       f.state = 'prefilling'
       f.prefilled = 0
       f.reused = 0
-      f.forkOf = leader
+      f.forked = true
       leader.forks.push(f)
       this.prefilling.push(f)
       this.policy.admitted()

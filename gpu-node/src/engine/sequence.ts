@@ -34,8 +34,8 @@ export class Sequence {
   readonly arrivalMs: number
   /** The choice of the same prompt whose prefill this one waits for (EngineRequest.after). */
   leader?: Sequence
-  /** Admitted with its leader: its first token is sampled from the leader's prefill, whose KV it copies (no prefill of its own). */
-  forkOf?: Sequence
+  /** Admitted with its leader (in its `forks`): its first token is sampled from the leader's prefill, whose KV it copies (no prefill of its own). */
+  forked = false
   /** The other choices admitted with this one, joining when its prompt does. */
   forks: Sequence[] = []
   private readonly detok: IncrementalDetokenizer

@@ -104,12 +104,11 @@ export class ModelStep {
     const outputs = await this.session.run(this.batch.decodeFeeds())
     this.batch.acceptDecode(outputs)
     const seqIds = this.batch.seqIds.slice()
-    if (this.constraints.size === 0 && this.logprobRows.size === 0) {
-      const tokens = seqIds.map((id, r) => this.samplerOf(id).sample(this.lastLogits(outputs, r)))
-      tokens.forEach((token, r) => (this.batch.nextTokens[r] = token))
-      return { seqIds, tokens }
-    }
-    const picked = await Promise.all(seqIds.map((id, r) => this.choose(id, this.lastLogits(outputs, r))))
+    // Plain rows (no grammar, no log probabilities) are sampled without a promise each.
+    const picked =
+      this.constraints.size === 0 && this.logprobRows.size === 0
+        ? seqIds.map((id, r) => ({ token: this.samplerOf(id).sample(this.lastLogits(outputs, r)), logprob: undefined }))
+        : await Promise.all(seqIds.map((id, r) => this.choose(id, this.lastLogits(outputs, r))))
     const tokens = picked.map((p) => p.token)
     tokens.forEach((token, r) => (this.batch.nextTokens[r] = token))
     return this.logprobRows.size === 0 ? { seqIds, tokens } : { seqIds, tokens, logprobs: picked.map((p) => p.logprob ?? null) }

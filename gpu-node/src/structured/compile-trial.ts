@@ -9,7 +9,7 @@
  */
 import type { Worker } from 'node:worker_threads'
 import type { OutputConstraint } from '../../../shared/src/generation.ts'
-import { spawnTsWorker } from '../model/ts-worker.ts'
+import { spawnTsWorker } from '../threads/ts-worker.ts'
 import type { CompileTrialInit } from './compile-trial-worker.ts'
 
 /** Constraints known to compile within the budget, kept so a repeated one needs no trial. */

@@ -129,7 +129,7 @@ export function parseResponsesRequest(body: unknown): GenerateRequest {
     includeUsage: false,
   }
   if (req.max_output_tokens != null) out.maxTokens = req.max_output_tokens
-  const tools = toToolSpecs((req.tools ?? []).map((t) => t), (i) => `tools[${i}]`, (i) => `tools[${i}].parameters`)
+  const tools = toToolSpecs(req.tools ?? [], (i) => `tools[${i}]`, (i) => `tools[${i}].parameters`)
   const wire = req.tool_choice ?? (tools.length > 0 ? 'auto' : 'none')
   const choice: ToolChoice = typeof wire === 'string' ? wire : { name: wire.name }
   const use = toToolUse(tools, choice, req.parallel_tool_calls ?? true, 'tool_choice')
