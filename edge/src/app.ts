@@ -29,6 +29,7 @@ import { requestId } from './middleware/request-id.ts'
 import { checkModel, parseGenerate } from './middleware/validate.ts'
 import { generate } from './routes/generate.ts'
 import { healthz, listModels, listRegions } from './routes/info.ts'
+import { storedResponseRoutes } from './routes/stored-responses.ts'
 import { createAffinityMemory } from './routing/affinity-memory.ts'
 import { edgeColo } from './routing/client-location.ts'
 import { RecentDispatches } from './routing/recent-dispatches.ts'
@@ -69,6 +70,12 @@ export function createApp(deps: EdgeDeps, dialects: DialectTable = DIALECTS): Ho
   app.get('/v1/models', authenticate(config, keys, { allowAdmin: true, digest }), listModels(deps, now))
   app.get('/v1/regions', authenticate(config, keys, { allowAdmin: true, digest }), listRegions(deps, now))
   app.get('/v1/stats/latency', authenticate(config, keys, { allowAdmin: true, digest }), latencyStats(deps.latencyReader, now))
+  // Stored responses: a key's own tenant's only (no ADMIN_TOKEN: it names no tenant).
+  const stored = storedResponseRoutes(deps.responses)
+  const byKey = authenticate(config, keys, { digest })
+  app.get('/v1/responses/:id', byKey, stored.retrieve)
+  app.get('/v1/responses/:id/input_items', byKey, stored.inputItems)
+  app.delete('/v1/responses/:id', byKey, stored.remove)
   app.get('/dashboard', dashboardPage(deps.dashboardAssets))
   app.get('/dashboard/:file', dashboardFile(deps.dashboardAssets))
 

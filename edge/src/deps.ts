@@ -4,6 +4,7 @@
  */
 import type { Context } from 'hono'
 import type { Digest } from '../../shared/src/digest.ts'
+import type { ResponsesStore } from '../../shared/src/dialects/responses-store.ts'
 import type { EdgeConfig } from './config.ts'
 import type { AppEnv, Background, LogLine } from './context.ts'
 import type { DashboardAssets } from './dashboard/dashboard-assets.ts'
@@ -25,6 +26,8 @@ export interface EdgeDeps {
   upstream: UpstreamFetch
   /** Gets one sample per generate request after its response ended (Redis, Analytics Engine). */
   latency?: LatencyRecorder
+  /** Stored responses, which GPU nodes write (GET and DELETE /v1/responses/{id}: 404 without one). */
+  responses?: ResponsesStore
   /** Reads the latency histograms for /v1/stats/latency (404 without one). */
   latencyReader?: LatencyReader
   /** The /dashboard page and its assets (404 without them); each entry bundles its own. */

@@ -7,6 +7,7 @@ import { hostname } from 'node:os'
 import { z } from 'zod'
 import { configError, envFlag as flag, envFlagOn as flagDefaultOn, envInt as int, issueLines, pickKnown } from '../../shared/src/env-config.ts'
 import type { EngineLimits } from './engine/types.ts'
+import { DEFAULT_RESPONSES_MAX_BYTES_PER_TENANT, DEFAULT_RESPONSES_TTL_MS, type ResponsesStoreLimits } from '../../shared/src/dialects/responses-store.ts'
 import { TOOL_CALL_FORMATS, type ToolCallFormatName } from './structured/tool-call-format.ts'
 
 const optionalString = z
@@ -31,6 +32,10 @@ const EnvSchema = z.object({
   ALLOW_UNSIGNED: flag,
   UPSTASH_REDIS_REST_URL: z.url().optional(),
   UPSTASH_REDIS_REST_TOKEN: optionalString,
+  /** Stored responses (Responses API `store`) live this long, in the Upstash Redis above. */
+  RESPONSES_TTL_S: int(1).default(DEFAULT_RESPONSES_TTL_MS / 1000),
+  /** A tenant's stored responses stay under this many MiB: its oldest go first. */
+  RESPONSES_MAX_MB_PER_TENANT: int(1).default(DEFAULT_RESPONSES_MAX_BYTES_PER_TENANT / (1024 * 1024)),
   MAX_BATCH: int(1, 4096).default(32),
   MAX_QUEUE: int(0).default(256),
   /**
@@ -78,8 +83,10 @@ export interface NodeConfig {
   /** undefined only when allowUnsigned is set (checked at parse time). */
   edgeSharedSecret?: string
   allowUnsigned: boolean
-  /** Registry heartbeat target; both set or heartbeat disabled. */
+  /** Registry heartbeat target and response store; both set or neither is there. */
   upstash?: { url: string; token: string }
+  /** How stored responses are bounded (dialects/responses-store.ts). */
+  responsesStore: ResponsesStoreLimits
   /** Handed to the engine (and the runner's KV budget) as they are. */
   limits: EngineLimits
   executionProvider: 'cpu' | 'cuda'
@@ -133,6 +140,7 @@ export function parseNodeConfig(env: Record<string, string | undefined>): NodeCo
     edgeSharedSecret: e.EDGE_SHARED_SECRET,
     allowUnsigned: e.ALLOW_UNSIGNED,
     upstash: e.UPSTASH_REDIS_REST_URL && e.UPSTASH_REDIS_REST_TOKEN ? { url: e.UPSTASH_REDIS_REST_URL, token: e.UPSTASH_REDIS_REST_TOKEN } : undefined,
+    responsesStore: { ttlMs: e.RESPONSES_TTL_S * 1000, maxBytesPerTenant: e.RESPONSES_MAX_MB_PER_TENANT * 1024 * 1024 },
     limits: { maxBatch: e.MAX_BATCH, maxQueue: e.MAX_QUEUE, kvBudgetBytes: e.KV_BUDGET_MB * 1024 * 1024, prefillChunkTokens: e.PREFILL_CHUNK, prefixCacheBytes: e.PREFIX_CACHE_MB * 1024 * 1024, prefixBlockTokens: e.PREFIX_BLOCK_TOKENS, maxQueueWaitMs: e.MAX_QUEUE_WAIT_MS },
     executionProvider: e.EXECUTION_PROVIDER,
     intraOpThreads: e.INTRA_OP_THREADS,

@@ -10,6 +10,8 @@ import type { ModelInfo } from './model/runner.ts'
 import { createMetricsObserver } from './metrics/engine-observer.ts'
 import { createNodeMetrics } from './metrics/node-metrics.ts'
 import { createUpstashRegistryClient, startHeartbeat, type Heartbeat } from './registry/heartbeat.ts'
+import { ResponsesStore } from '../../shared/src/dialects/responses-store.ts'
+import { createNodeRedis } from './node-redis.ts'
 import { createRequestHandler } from './server/app.ts'
 import { createSignatureCheck } from './server/edge-signature.ts'
 import { createNodeServer } from './server/http.ts'
@@ -19,6 +21,9 @@ import { createDrain, handleShutdownSignals } from './shutdown.ts'
 
 /** The start-up warning for a model that cannot be batched continuously without changing tokens. */
 const BATCHING_MESSAGES = { 'equal-lengths': 'batching: equal-length batches only', alone: 'batching: one sequence at a time' } as const
+
+/** A stored response is read before its continuation's first token and written before its answer's end. */
+const RESPONSES_STORE_TIMEOUT_MS = 2000
 
 /** What the gauges and heartbeat report before the engine exists. */
 const IDLE_STATS: EngineStats = { running: 0, waiting: 0, maxBatch: 0, kvUsedFrac: 0, tokPerSec: 0, prefillTokPerSec: 0, draining: false }
@@ -59,6 +64,7 @@ async function main(log: Logger): Promise<void> {
       checkSignature: createSignatureCheck({ secret: config.edgeSharedSecret, allowUnsigned: config.allowUnsigned }),
       maxBodyBytes: config.maxBodyBytes,
       keepAliveMs: config.keepAliveMs,
+      ...(config.upstash ? { responses: new ResponsesStore(createNodeRedis(config.upstash, RESPONSES_STORE_TIMEOUT_MS), config.responsesStore) } : {}),
     }),
     ...(config.tls ? { tls: config.tls } : {}),
     maxBodyBytes: config.maxBodyBytes,

@@ -220,4 +220,20 @@ export interface GenerateRequest {
   n?: number
   /** The request's settings as its dialect's response repeats them (the Responses API echoes them). */
   responseEcho?: Record<string, unknown>
+  /** A turn of a stored conversation (the Responses API's `store` and `previous_response_id`). */
+  stored?: StoredTurn
+}
+
+/**
+ * What a request asks of the response store (dialects/responses-store.ts): keep its answer, and
+ * continue a kept one. The node reads the one it continues before tokenizing and writes the new
+ * one before the terminal event; the edge routes a continuation to where its predecessor ran.
+ */
+export interface StoredTurn {
+  /** Keep the answer (the node sets it false, and the echo with it, where there is no store). */
+  store: boolean
+  /** The kept answer this one continues. */
+  previousId?: string
+  /** This request's input items as the dialect stores them (ids added when kept). */
+  items: Array<Record<string, unknown>>
 }

@@ -7,6 +7,7 @@
  * digest, client signal and dashboard assets.
  */
 import type { Digest } from '../../../shared/src/digest.ts'
+import { ResponsesStore, type ResponsesRedis } from '../../../shared/src/dialects/responses-store.ts'
 import type { EdgeConfig } from '../config.ts'
 import type { DashboardAssets } from '../dashboard/dashboard-assets.ts'
 import type { EdgeDeps } from '../deps.ts'
@@ -25,11 +26,13 @@ import { createNodeRegistry, REGISTRY_TIMEOUT_MS, type RegistryRedis } from '../
 
 /** Longest a key lookup may take before the request is answered 503 (a cached key needs none). */
 export const KEY_LOOKUP_TIMEOUT_MS = 1000
+/** A stored response's read or delete may take this long before the request is answered 504. */
+export const RESPONSES_TIMEOUT_MS = 2000
 /** An affinity write may take this long (in the background, after the response started): then it is dropped. */
 export const AFFINITY_WRITE_TIMEOUT_MS = 2000
 
 /** A REST client bounded by `timeoutMs` per command. */
-export type RedisFactory = (timeoutMs: number) => KeyRedis & UpstashRedis & ScriptRedis & RegistryRedis & LatencyRedis & AffinityRedis
+export type RedisFactory = (timeoutMs: number) => KeyRedis & UpstashRedis & ScriptRedis & RegistryRedis & LatencyRedis & AffinityRedis & ResponsesRedis
 
 /** What one runtime brings to the edge. */
 export interface EdgeRuntime {
@@ -87,6 +90,7 @@ export function composeEdgeDeps(config: EdgeConfig, runtime: EdgeRuntime): EdgeD
     upstream: runtime.upstream,
     latency: combineRecorders(latency, runtime.alsoRecord),
     latencyReader: createRedisLatencyReader(redis(LATENCY_READ_TIMEOUT_MS)),
+    responses: new ResponsesStore(redis(RESPONSES_TIMEOUT_MS)),
     affinity: { memory, readAlong },
     ...(runtime.dashboardAssets ? { dashboardAssets: runtime.dashboardAssets } : {}),
     ...(runtime.digest ? { digest: runtime.digest } : {}),

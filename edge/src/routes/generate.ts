@@ -20,6 +20,7 @@ import { ClientGone } from '../proxy/node-attempt.ts'
 import type { ForwardResult } from '../proxy/forward-request.ts'
 import { resumeCounter } from '../proxy/resume-counter.ts'
 import type { AffinityMemory } from '../routing/affinity-memory.ts'
+import { CONTEXT_ID_HEADER, followUpKeyOf } from '../routing/affinity-key.ts'
 import { routeByAffinity, type AffinityRoute } from '../routing/affinity-route.ts'
 import { clientLocation, edgeColo } from '../routing/client-location.ts'
 import { allBusyForMs, pickNodes, type RankedNode } from '../routing/pick-node.ts'
@@ -55,6 +56,13 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
         promptTokens: Math.ceil(body.byteLength / 4),
         loadOf: (n: RankedNode) => Math.max(0, n.running + n.waiting + routing.dispatches.sinceHeartbeat(n.id, n.ts)),
       })
+    }
+    // The next turn of a stored conversation names this answer: it goes where this one's prefix is.
+    const followUp = key && codec.stored ? followUpKeyOf(gen, principal.tenant, c.req.header(CONTEXT_ID_HEADER), codec.stored.id(c.get('requestId'))) : undefined
+    const rememberAt = (node: { region: string; id: string }) => {
+      const where = { region: node.region, node: node.id }
+      if (key) routing.memory.remember(key.hash, where, c.get('waitUntil'))
+      if (followUp) routing.memory.remember(followUp.hash, where, c.get('waitUntil'))
     }
     const route = place(await deps.registry.table(c.get('waitUntil')))
     // Counted as load on its node from now on, so the next requests of a burst see it.
@@ -100,7 +108,7 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
         onResumedOn: (node) => {
           dispatch?.moveTo(node.id)
           // The continuing node now holds the conversation's prefix (prompt + answer so far).
-          if (key) routing.memory.remember(key.hash, { region: node.region, node: node.id }, c.get('waitUntil'))
+          rememberAt(node)
         },
       })
     } catch (e) {
@@ -118,7 +126,7 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
 
     // A failover took it off the chosen node: it is not where the key's prefix was expected.
     const affinity: AffinityReason = !key ? 'none' : result.node === route.nodes[0] ? route.reason : 'moved'
-    if (key && result.status < 400) routing.memory.remember(key.hash, { region: result.node.region, node: result.node.id }, c.get('waitUntil'))
+    if (result.status < 400) rememberAt(result.node)
     // latency/observe-request.ts records and logs the request once this body ends.
     c.set('forwarded', { nodeRegion: result.node.region, failovers: result.failedAttempts, affinity, finished: result.finished })
     // Every header the edge adds goes in with the node's, in one record (the middlewares that

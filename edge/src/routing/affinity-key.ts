@@ -4,6 +4,8 @@
  *
  * - A name the client gave the conversation wins: OpenAI's `prompt_cache_key` (the dialect parser
  *   puts it in GenerateRequest.contextId), else the `x-zl-context-id` header (any dialect).
+ * - A turn of a stored conversation (Responses `previous_response_id`) is keyed by the answer it
+ *   continues; where that answer was made is remembered under the same key (followUpKeyOf).
  * - Otherwise the conversation's stable prefix, which every later turn repeats unchanged: for chat
  *   (OpenAI chat, and Anthropic, whose `system` the parser turns into a leading system message)
  *   the messages up to and including the first user message — the system prompt(s) and the
@@ -53,6 +55,7 @@ export function affinityKeyOf(gen: GenerateRequest, tenant: string, contextIdHea
     h.field('id').field(contextId.slice(0, MAX_CONTEXT_ID_CHARS))
     return { hash: h.hex(), point: h.point(), source: 'context-id' }
   }
+  if (gen.stored?.previousId !== undefined) return storedKey(h, gen.stored.previousId)
   if (gen.input.kind === 'chat') {
     h.field('chat')
     for (const m of gen.input.messages) {
@@ -64,6 +67,23 @@ export function affinityKeyOf(gen: GenerateRequest, tenant: string, contextIdHea
     h.field('text').text(gen.input.prompt, TEXT_PREFIX_CHARS)
   }
   return { hash: h.hex(), point: h.point(), source: 'prefix' }
+}
+
+/**
+ * The key a continuation of this request's stored answer (`storedId`) will have, when it will be
+ * keyed by that id: the edge remembers where the answer was made under it, so the next turn goes
+ * where its prefix is cached. Undefined when the request named its conversation otherwise (the
+ * next turn will name it too) or keeps nothing.
+ */
+export function followUpKeyOf(gen: GenerateRequest, tenant: string, contextIdHeader: string | null | undefined, storedId: string): AffinityKey | undefined {
+  if (!gen.stored?.store || gen.contextId !== undefined || cleanHeader(contextIdHeader) !== undefined) return undefined
+  return storedKey(new KeyHash().field(KEY_VERSION).field(tenant).field(gen.model), storedId)
+}
+
+/** A stored conversation's turn is keyed by the stored answer it continues. */
+function storedKey(h: KeyHash, storedId: string): AffinityKey {
+  h.field('stored').field(storedId.slice(0, MAX_CONTEXT_ID_CHARS))
+  return { hash: h.hex(), point: h.point(), source: 'context-id' }
 }
 
 function cleanHeader(value: string | null | undefined): string | undefined {

@@ -4,7 +4,7 @@
  * A failing Redis must never take the node down: failures are logged (rate-limited, without
  * URL or token) and the next beat simply tries again.
  */
-import { Redis } from '@upstash/redis'
+import { createNodeRedis } from '../node-redis.ts'
 import { NODES_KEY, type NodeRow } from '../../../shared/src/node-row.ts'
 import type { EngineStats } from '../engine/types.ts'
 
@@ -41,16 +41,9 @@ export interface Heartbeat {
   stop(): Promise<void>
 }
 
-/** A Redis client for the heartbeat: no retry storm (the next beat is the retry), bounded time per call. */
+/** A Redis client for the heartbeat: one call may not outlive the beat after it. */
 export function createUpstashRegistryClient(url: string, token: string): RegistryClient {
-  return new Redis({
-    url,
-    token,
-    retry: false,
-    enableTelemetry: false,
-    enableAutoPipelining: false,
-    signal: () => AbortSignal.timeout(REDIS_TIMEOUT_MS),
-  })
+  return createNodeRedis({ url, token }, REDIS_TIMEOUT_MS)
 }
 
 export function startHeartbeat(opts: HeartbeatOptions): Heartbeat {

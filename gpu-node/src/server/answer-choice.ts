@@ -20,24 +20,30 @@ export class AnswerChoice {
   private readonly logprobs: TokenLogprob[] = []
   /** What the frames held back so far did not send yet. */
   private held: { tokens: number[]; logprobs: TokenLogprob[]; flush: boolean } = { tokens: [], logprobs: [], flush: false }
+  /** What the parser still held at the finish (taken once). */
+  private rest: ParsedPiece[] | undefined
 
+  /** `keepsText`: a stream's text is also kept, for result() (a JSON body's always is). */
   constructor(
     readonly index: number,
     private readonly parser: ToolCallParser | undefined,
     private readonly wantsLogprobs: boolean,
+    private readonly keepsText = false,
   ) {}
 
   /** A stream's frames for one event ('' when all of it is held back); a continuation's replayed text only updates the state. */
   frames(event: TextEvent, encoder: StreamEncoder, resumable: boolean): string {
+    const pieces = this.pieces(event.text)
+    if (this.keepsText) for (const piece of pieces) this.add(piece)
     if (event.replayed) {
-      this.encode(this.pieces(event.text), encoder, [])
+      this.encode(pieces, encoder, [])
       return ''
     }
     const held = this.held
     held.tokens.push(...event.tokens)
     if (event.logprobs) held.logprobs.push(...event.logprobs)
     if (event.flush) held.flush = true
-    const frames = this.encode(this.pieces(event.text), encoder, held.logprobs)
+    const frames = this.encode(pieces, encoder, held.logprobs)
     if (frames === '') return ''
     this.held = { tokens: [], logprobs: [], flush: false }
     // The id line rides at the head of the frame: the edge counts a frame delivered only whole.
@@ -46,8 +52,16 @@ export class AnswerChoice {
 
   /** The closing frames of this choice: text the parser still held, then the dialect's finish. */
   finishFrames(encoder: StreamEncoder, reason: CompletedReason, usage: Parameters<StreamEncoder['finish']>[1], stopSequence?: string): string {
-    const rest = this.parser ? this.encode(this.parser.flush(), encoder, this.held.logprobs) : ''
-    return rest + encoder.finish(reason, usage, stopSequence, this.index)
+    return this.encode(this.settle(), encoder, this.held.logprobs) + encoder.finish(reason, usage, stopSequence, this.index)
+  }
+
+  /** Ends the text: what the parser still held, kept with the rest (before finishFrames sends it). */
+  settle(): ParsedPiece[] {
+    if (!this.rest) {
+      this.rest = this.parser?.flush() ?? []
+      for (const piece of this.rest) this.add(piece)
+    }
+    return this.rest
   }
 
   /** Collects an event for a JSON body. */
@@ -56,9 +70,9 @@ export class AnswerChoice {
     if (event.logprobs) this.logprobs.push(...event.logprobs)
   }
 
-  /** The finished choice for a JSON body. */
+  /** The finished choice: a JSON body's, or a kept stream's (after settle). */
   result(reason: CompletedReason, stopSequence?: string): ChoiceOutput {
-    for (const piece of this.parser?.flush() ?? []) this.add(piece)
+    this.settle()
     const out: ChoiceOutput = { content: this.content, reason }
     if (stopSequence !== undefined) out.stopSequence = stopSequence
     if (this.wantsLogprobs) out.logprobs = this.logprobs

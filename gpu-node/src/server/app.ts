@@ -7,6 +7,7 @@ import http2, { Http2ServerRequest } from 'node:http2'
 import { clipText } from '../../../shared/src/clip-text.ts'
 import { ApiError, toApiError } from '../../../shared/src/api-error.ts'
 import { dialectForPath, errorCodecForPath } from '../../../shared/src/dialects/index.ts'
+import type { ResponsesStore } from '../../../shared/src/dialects/responses-store.ts'
 import type { EngineHandle } from '../engine/types.ts'
 import type { NodeMetrics } from '../metrics/node-metrics.ts'
 import type { PromptEncoder } from '../model/prompt-encoder.ts'
@@ -30,10 +31,17 @@ export interface AppDeps {
   checkSignature: SignatureCheck
   maxBodyBytes: number
   keepAliveMs: number
+  /** Stored responses (the Responses API's `store`), in the Redis the edge reads them from. */
+  responses?: ResponsesStore
 }
 
 export function createRequestHandler(deps: AppDeps): RequestHandler {
-  const generateDeps = { ...deps, inFlight: new Set<string>() }
+  const generateDeps = {
+    ...deps,
+    inFlight: new Set<string>(),
+    // The error's name only: a client library's message may carry the store's URL.
+    onKeepFailed: (e: unknown) => deps.log.warn({ msg: 'response store write failed', error: e instanceof Error ? e.name : 'unknown' }),
+  }
   return (req, res) => {
     const ctx = new RequestContext(req, res, deps.metrics)
     res.setHeader('x-request-id', ctx.requestId)

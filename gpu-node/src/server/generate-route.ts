@@ -18,6 +18,8 @@ import { CompileBudgetError } from '../structured/compile-trial.ts'
 import type { EngineEvent, EngineHandle, EngineRequest, SubmitResult } from '../engine/types.ts'
 import type { PromptEncoder } from '../model/prompt-encoder.ts'
 import type { SignatureCheck } from './edge-signature.ts'
+import type { ResponsesStore } from '../../../shared/src/dialects/responses-store.ts'
+import { readStoredTurn, type KeepAnswer } from './stored-turn.ts'
 import { DRAINING_RETRY_AFTER_MS, type NodeState } from './node-state.ts'
 import { readBody } from './read-body.ts'
 import { headerValue, type RequestContext } from './request-context.ts'
@@ -35,6 +37,10 @@ export interface GenerateDeps {
   keepAliveMs: number
   /** Engine ids of requests not yet finished: a reused x-request-id must not collide in the engine. */
   inFlight: Set<string>
+  /** Stored responses (the Redis the edge reads them from); without it nothing is kept. */
+  responses?: ResponsesStore
+  /** A stored response could not be written (logged without its content). */
+  onKeepFailed?: (e: unknown) => void
 }
 
 /** A validated request turned into what the engine runs, plus what the response needs. */
@@ -49,6 +55,8 @@ interface Prepared {
   choices: AnswerChoice[]
   /** The answer may hold tool calls (the request offered tools and did not choose `none`). */
   calls: boolean
+  /** Keeps the finished answer before its end is sent (a stored conversation's turn). */
+  keep?: KeepAnswer
 }
 
 /** Answers one generate request; throws ApiError (or anything) before the response started. */
@@ -63,11 +71,15 @@ export async function handleGenerate(ctx: RequestContext, codec: DialectCodec, d
     body,
     extra: resumeSignedExtra((name) => headerValue(ctx.req, name)),
   })
-  const prepared = prepare(ctx, codec, deps, parseJsonBody(body), readResumeAsk(ctx.req))
+  const json = parseJsonBody(body)
+  const resume = readResumeAsk(ctx.req)
+  // Only a tenant the edge vouches for (a verified signature) salts the cache and has a store.
+  const tenant = signed && ctx.wire.tenant ? ctx.wire.tenant : undefined
+  const turn = await readStoredTurn(codec, json, codec.parse(json), { tenant, store: deps.responses, onKeepFailed: deps.onKeepFailed })
+  const prepared = prepare(ctx, codec, deps, turn.gen, resume, turn.keep)
   // Cached KV is shared only within a tenant (vLLM's cache_salt): a shared cache would let one
-  // tenant learn from timing whether another sent a prompt. Only a tenant the edge vouches for
-  // (a verified signature) salts; direct unsigned use shares one salt.
-  if (signed && ctx.wire.tenant) for (const req of prepared.engineReqs) req.cacheSalt = ctx.wire.tenant
+  // tenant learn from timing whether another sent a prompt; direct unsigned use shares one salt.
+  if (tenant) for (const req of prepared.engineReqs) req.cacheSalt = tenant
   const constraint = prepared.engineReqs[0]!.constraint
   if (constraint) await compileConstraint(deps, constraint, prepared.gen.constraintParam)
   if (ctx.clientGone) {
@@ -80,8 +92,7 @@ export async function handleGenerate(ctx: RequestContext, codec: DialectCodec, d
   else runCollecting(ctx, codec, deps, prepared)
 }
 
-function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, json: unknown, resume: ResumeAsk): Prepared {
-  const gen = codec.parse(json)
+function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, gen: GenerateRequest, resume: ResumeAsk, keep?: KeepAnswer): Prepared {
   const { encoder } = deps
   if (gen.model !== encoder.modelId) {
     throw new ApiError('model_not_found', `The model '${clipText(gen.model)}' does not exist on this node; it serves '${encoder.modelId}'.`, { param: 'model' })
@@ -116,9 +127,11 @@ function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, j
   const format = calls ? toolCallFormat(encoder.toolCallFormat) : undefined
   const choices = Array.from({ length: gen.n ?? 1 }, (_, i) => {
     const parser = format ? new ToolCallParser(format, (call) => toolCallId(codec, ctx.requestId, i, call)) : undefined
-    return new AnswerChoice(i, parser, gen.logprobs !== undefined)
+    return new AnswerChoice(i, parser, gen.logprobs !== undefined, !gen.stream || keep !== undefined)
   })
-  return { gen, engineReqs: choiceRequests(engineReq, choices.length, deps.inFlight), meta, echoText, resume, choices, calls: calls !== undefined }
+  const prepared: Prepared = { gen, engineReqs: choiceRequests(engineReq, choices.length, deps.inFlight), meta, echoText, resume, choices, calls: calls !== undefined }
+  if (keep) prepared.keep = keep
+  return prepared
 }
 
 /**
@@ -157,9 +170,12 @@ function runStreaming(ctx: RequestContext, codec: DialectCodec, deps: GenerateDe
     }
     if (!isCompletedReason(event.reason)) return stream.end(encoder.error(engineFailure(event)))
     const usage = ended.add(event.usage)
-    const frames = answer.finishFrames(encoder, answer.reason(event.reason), usage, event.stopSequence)
-    if (ended.all) stream.end(frames)
-    else stream.write(frames)
+    const reason = answer.reason(event.reason)
+    const finish = () => answer.finishFrames(encoder, reason, usage, event.stopSequence)
+    if (!ended.all) return stream.write(finish())
+    if (!p.keep) return stream.end(finish())
+    // Kept before the end is sent: a client that continues at once finds it.
+    void p.keep(p.meta, [answer.result(reason, event.stopSequence)], usage).then(() => stream.end(finish()))
   })
   // Reached only when the engine admitted the request: now the status is known to be 200.
   // A continuation's client already has the preamble (role chunk, message_start, echo).
@@ -186,7 +202,10 @@ function runCollecting(ctx: RequestContext, codec: DialectCodec, deps: GenerateD
     }
     const usage = ended.add(event.usage)
     results[choice] = answer.result(answer.reason(event.reason), event.stopSequence)
-    if (ended.all) sendJson(ctx.req, ctx.res, 200, codec.jsonBody(p.meta, results, usage), headers)
+    if (!ended.all) return
+    const send = () => sendJson(ctx.req, ctx.res, 200, codec.jsonBody(p.meta, results, usage), headers)
+    if (p.keep) void p.keep(p.meta, results, usage).then(send)
+    else send()
   })
   release()
 }

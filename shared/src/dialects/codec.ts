@@ -10,6 +10,7 @@
 import type { ApiError } from '../api-error.ts'
 import type { ErrorShape } from '../error-body.ts'
 import type { ChoiceOutput, CompletedReason, GenerateRequest, PieceExtra, Usage } from '../generation.ts'
+import type { StoredResponse } from './responses-store.ts'
 
 export interface ResponseMeta {
   /** The request id (x-request-id); response ids are derived from it (`chatcmpl-…`, `cmpl-…`, `msg_…`). */
@@ -100,4 +101,16 @@ export interface DialectCodec<Name extends string = string> {
    * these prefixes alone, never parsing a frame (the edge's proxy/frame-scanner.ts).
    */
   readonly streamEnds: readonly string[]
+  /** A dialect whose answers can be stored and continued (GenerateRequest.stored). */
+  readonly stored?: StoredConversations
+}
+
+/** How a dialect's answers are kept (dialects/responses-store.ts) and continued. */
+export interface StoredConversations {
+  /** The stored id of the answer to a request (derived from the request id, like every response id). */
+  id(requestId: string): string
+  /** The body read as the next turn after `previous`: its kept conversation, then the new input. */
+  parseContinuation(body: unknown, previous: StoredResponse): GenerateRequest
+  /** The record of a finished answer: its JSON body, and the conversation it answered. */
+  record(gen: GenerateRequest, meta: ResponseMeta, choices: ChoiceOutput[], usage: Usage, previous?: StoredResponse): StoredResponse
 }

@@ -6,13 +6,14 @@
  * (`sequence_number`); its last event carries the whole response, as the JSON body is.
  */
 import { renderStreamError } from '../error-body.ts'
-import type { ChoiceOutput, CompletedReason, Usage } from '../generation.ts'
+import type { ChoiceOutput, CompletedReason, GenerateRequest, Usage } from '../generation.ts'
 import { sseEvent } from '../sse.ts'
-import type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
+import type { DialectCodec, ResponseMeta, StoredConversations, StreamEncoder, StreamMeta } from './codec.ts'
 import { OPENAI_ERRORS, vllmContextLengthExceeded } from './openai-errors.ts'
 import { OPENAI_LIMIT_HEADERS } from './openai-limit-headers.ts'
 import { parseResponsesRequest } from './responses-request.ts'
 import type { ErrorShape } from '../error-body.ts'
+import type { StoredResponse } from './responses-store.ts'
 
 export function responseId(requestId: string): string {
   return `resp_${requestId}`
@@ -47,7 +48,6 @@ function responseObject(meta: ResponseMeta, status: 'in_progress' | 'completed' 
     model: meta.model,
     output,
     ...meta.echo,
-    previous_response_id: null,
     usage: usage ? usageOf(usage) : null,
   }
 }
@@ -65,6 +65,8 @@ export function responsesJsonBody(meta: ResponseMeta, [choice]: ChoiceOutput[], 
     } else output.push({ id: itemId(meta, 'fc', output.length), type: 'function_call', status, call_id: part.call.id, name: part.call.name, arguments: part.call.arguments })
   }
   if (output.length === 0) output.push({ id: itemId(meta, 'msg', 0), type: 'message', status, role: 'assistant', content: [{ type: 'output_text', text: '', annotations: [], logprobs: [] }] })
+  // As a stream closes them: every item but the last was complete when the next began.
+  for (const item of output.slice(0, -1)) item.status = 'completed'
   return responseObject(meta, status, output, usage)
 }
 
@@ -151,6 +153,21 @@ export const RESPONSES_ERRORS: ErrorShape = {
   },
 }
 
+/** Input items the client sent without ids are named by the request and their place (`msg_<request>_in0`). */
+const INPUT_ID_PREFIX: Record<string, string> = { message: 'msg', function_call: 'fc', function_call_output: 'fco' }
+
+function storedRecord(gen: GenerateRequest, meta: ResponseMeta, choices: ChoiceOutput[], usage: Usage, previous?: StoredResponse): StoredResponse {
+  const own = (gen.stored?.items ?? []).map((item, i) => (item.id ? item : { id: `${INPUT_ID_PREFIX[String(item.type)] ?? 'item'}_${meta.requestId}_in${i}`, ...item }))
+  const before = previous ? [...previous.input, ...(previous.response.output as Array<Record<string, unknown>>)] : []
+  return { response: responsesJsonBody(meta, choices, usage) as Record<string, unknown>, input: [...before, ...own] }
+}
+
+const STORED: StoredConversations = {
+  id: responseId,
+  parseContinuation: parseResponsesRequest,
+  record: storedRecord,
+}
+
 export const openAIResponsesCodec: DialectCodec<'openai-responses'> = {
   name: 'openai-responses',
   path: '/v1/responses',
@@ -162,4 +179,5 @@ export const openAIResponsesCodec: DialectCodec<'openai-responses'> = {
   limitHeaders: OPENAI_LIMIT_HEADERS,
   contextLengthExceeded: vllmContextLengthExceeded('input'),
   streamEnds: ['event: response.completed', 'event: response.incomplete', 'event: response.failed', 'event: error'],
+  stored: STORED,
 }

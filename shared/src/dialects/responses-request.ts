@@ -9,7 +9,8 @@
 import { z } from 'zod'
 import { ApiError } from '../api-error.ts'
 import type { ChatMessage, GenerateRequest, ToolChoice } from '../generation.ts'
-import { openAIHarmlessFields } from './openai-fields.ts'
+import { openAIHarmlessFields, promptCacheKeyField, toContextId } from './openai-fields.ts'
+import type { StoredResponse } from './responses-store.ts'
 import { responseFormatField, toOutputConstraint } from './response-format.ts'
 import { maxTokensField, samplingFields, toSamplingRequest } from './sampling-fields.ts'
 import { checkToolResults, MAX_TOOLS, parseArguments, TOOL_NAME, TOOL_NAME_RULE, toToolSpecs, toToolUse } from './tool-checks.ts'
@@ -76,14 +77,15 @@ export const ResponsesRequest = z.strictObject({
   stream: z.boolean().nullish(),
   /** Only `disabled`: the context is never cut to fit. */
   truncation: z.literal('disabled', { error: 'must be "disabled": a context is never truncated to fit' }).nullish(),
+  previous_response_id: z.string().min(1).nullish(),
   ...samplingFields,
   ...openAIHarmlessFields,
+  ...promptCacheKeyField,
 })
 export type ResponsesRequest = z.infer<typeof ResponsesRequest>
 
 const UNSUPPORTED: UnsupportedFields = {
-  previous_response_id: 'stored conversations are not available yet; send the whole conversation as input items',
-  conversation: 'stored conversations are not available yet; send the whole conversation as input items',
+  conversation: 'conversation objects are not available; continue a stored response with previous_response_id',
   reasoning: 'reasoning controls are not available',
   background: 'background mode is not available',
   include: 'no extra output can be included',
@@ -92,33 +94,24 @@ const UNSUPPORTED: UnsupportedFields = {
   max_tool_calls: 'a bound on tool calls is not available',
 }
 
-export function parseResponsesRequest(body: unknown): GenerateRequest {
+/**
+ * The body as a GenerateRequest; with `previous`, as the turn after that stored response: its
+ * conversation (earlier input, then its output) goes between the instructions and the new input.
+ * A body naming a previous response is read without it at the edge: its tool results may answer
+ * calls that only the stored conversation holds, so they are checked where that is read (the node).
+ */
+export function parseResponsesRequest(body: unknown, previous?: StoredResponse): GenerateRequest {
   const req = validateBody(ResponsesRequest, body, UNSUPPORTED)
   const messages: ChatMessage[] = req.instructions ? [{ role: 'system', content: req.instructions }] : []
   const wireOf: string[] = req.instructions ? ['instructions'] : []
   const items: Item[] = typeof req.input === 'string' ? [{ role: 'user', content: req.input }] : req.input
-  items.forEach((item, i) => {
-    const at = `input[${i}]`
-    if (item.type === 'function_call') {
-      const call = { id: item.call_id, type: 'function' as const, function: { name: item.name, arguments: parseArguments(item.arguments, `${at}.arguments`) } }
-      // Calls in a row are one assistant turn's calls (as the model made them).
-      const last = messages[messages.length - 1]
-      if (last?.role === 'assistant' && (last.tool_calls || last.content === '')) (last.tool_calls ??= []).push(call)
-      else {
-        messages.push({ role: 'assistant', content: '', tool_calls: [call] })
-        wireOf.push(at)
-      }
-      return
-    }
-    if (item.type === 'function_call_output') {
-      messages.push({ role: 'tool', content: partsText(item.output), tool_call_id: item.call_id })
-      wireOf.push(`${at}.call_id`)
-      return
-    }
-    messages.push({ role: item.role === 'developer' ? 'system' : item.role, content: partsText(item.content) })
-    wireOf.push(at)
-  })
-  checkToolResults(messages, (i) => wireOf[i]!)
+  if (previous) {
+    const kept = z.array(Item).safeParse([...previous.input, ...(previous.response.output as unknown[])])
+    if (!kept.success) throw new ApiError('internal', 'The stored response could not be read.')
+    addItems(kept.data, messages, wireOf, () => 'previous_response_id')
+  }
+  addItems(items, messages, wireOf, (i) => `input[${i}]`)
+  if (!req.previous_response_id || previous) checkToolResults(messages, (i) => wireOf[i]!)
   const out: GenerateRequest = {
     dialect: 'openai-responses',
     model: req.model,
@@ -129,6 +122,10 @@ export function parseResponsesRequest(body: unknown): GenerateRequest {
     includeUsage: false,
   }
   if (req.max_output_tokens != null) out.maxTokens = req.max_output_tokens
+  const contextId = toContextId(req)
+  if (contextId) out.contextId = contextId
+  out.stored = { store: req.store ?? true, items: items.map(storedItem) }
+  if (req.previous_response_id) out.stored.previousId = req.previous_response_id
   const tools = toToolSpecs(req.tools ?? [], (i) => `tools[${i}]`, (i) => `tools[${i}].parameters`)
   const wire = req.tool_choice ?? (tools.length > 0 ? 'auto' : 'none')
   const choice: ToolChoice = typeof wire === 'string' ? wire : { name: wire.name }
@@ -150,7 +147,8 @@ export function parseResponsesRequest(body: unknown): GenerateRequest {
     max_output_tokens: req.max_output_tokens ?? null,
     metadata: req.metadata ?? {},
     parallel_tool_calls: req.parallel_tool_calls ?? true,
-    store: false,
+    store: req.store ?? true,
+    previous_response_id: req.previous_response_id ?? null,
     temperature: req.temperature ?? 1,
     text: { format: format ?? { type: 'text' } },
     tool_choice: wire,
@@ -160,6 +158,39 @@ export function parseResponsesRequest(body: unknown): GenerateRequest {
     user: req.user ?? null,
   }
   return out
+}
+
+/** Each item as chat messages, and the wire field of each message made (for the tool-results check). */
+function addItems(items: readonly Item[], messages: ChatMessage[], wireOf: string[], at: (i: number) => string): void {
+  items.forEach((item, i) => {
+    if (item.type === 'function_call') {
+      const call = { id: item.call_id, type: 'function' as const, function: { name: item.name, arguments: parseArguments(item.arguments, `${at(i)}.arguments`) } }
+      // Calls in a row, and the text just before them, are one assistant turn (as the model made them).
+      const last = messages[messages.length - 1]
+      if (last?.role === 'assistant') (last.tool_calls ??= []).push(call)
+      else {
+        messages.push({ role: 'assistant', content: '', tool_calls: [call] })
+        wireOf.push(at(i))
+      }
+      return
+    }
+    if (item.type === 'function_call_output') {
+      messages.push({ role: 'tool', content: partsText(item.output), tool_call_id: item.call_id })
+      wireOf.push(`${at(i)}.call_id`)
+      return
+    }
+    messages.push({ role: item.role === 'developer' ? 'system' : item.role, content: partsText(item.content) })
+    wireOf.push(at(i))
+  })
+}
+
+/** An item as the store keeps it: typed, its text in parts (a message's role says which kind). */
+function storedItem(item: Item): Record<string, unknown> {
+  if (item.type === 'function_call') return { type: 'function_call', ...(item.id ? { id: item.id } : {}), call_id: item.call_id, name: item.name, arguments: item.arguments, status: 'completed' }
+  if (item.type === 'function_call_output') return { type: 'function_call_output', ...(item.id ? { id: item.id } : {}), call_id: item.call_id, output: partsText(item.output), status: 'completed' }
+  const type = item.role === 'assistant' ? 'output_text' : 'input_text'
+  const content = typeof item.content === 'string' ? [{ type, text: item.content }] : item.content.map((p) => ({ type: p.type, text: p.text }))
+  return { type: 'message', ...(item.id ? { id: item.id } : {}), role: item.role, content, status: 'completed' }
 }
 
 function partsText(content: string | ReadonlyArray<{ text: string }>): string {
