@@ -51,6 +51,8 @@ export const TARGETS: Target[] = [
   { key: 'prefix.least_outstanding_cached_share', label: 'the same routed to the node with the fewest requests in flight (the load-aware baseline)', kind: 'report' },
   { key: 'prefix.round_robin_over_affine_warm_ttft', label: 'turns 2–6 p50 TTFT: round robin ÷ cache-affine routing', kind: 'min', target: 1 },
   { key: 'prefix.least_outstanding_over_affine_warm_ttft', label: 'turns 2–6 p50 TTFT: least outstanding ÷ cache-affine routing', kind: 'min', target: 1 },
+  { key: 'prefix.responses_chain_cached_share', label: 'cached ÷ input tokens of turns 2–6 of a previous_response_id conversation through the Node edge (4 nodes, one conversation at a time)', kind: 'min', target: 0.75 },
+  { key: 'prefix.responses_chain_over_chat_warm_ttft', label: 'turns 2–6 p50 TTFT: previous_response_id turns ÷ chat turns resending the conversation (the same turns, through the same edge)', kind: 'max', target: 1.2 },
   { key: 'prefix.hot_prompt_max_over_mean_load', label: '64 conversations with one system prompt over 4 nodes: most-loaded ÷ mean requests', kind: 'max', target: 1.5 },
   { key: 'cancel.stopped_within_two_steps', label: 'disconnected streams whose KV the node freed within two steps', kind: 'all-of', of: 'cancel.tried' },
   { key: 'wan.cross_region_excess_ms', label: 'cross-region excess: TTFB served one region away (RTT 70 ms) − TTFB served locally − RTT, p50 through the Node edge, ms', kind: 'max', target: 10 },

@@ -47,6 +47,8 @@ export interface RequestRecord {
   cachedTokens?: number
   /** Prompt tokens as the server counted them, when it said. */
   promptTokens?: number
+  /** The Responses API's id of the answer, when it said. */
+  responseId?: string
   /** Gaps between consecutive text frames, ms. */
   gapsMs: number[]
   error?: string
@@ -144,6 +146,7 @@ export async function sendRequest(spec: RequestSpec): Promise<RequestRecord> {
           if (m.usageTokens !== undefined) usageTokens = m.usageTokens
           if (m.cachedTokens !== undefined) rec.cachedTokens = m.cachedTokens
           if (m.promptTokens !== undefined) rec.promptTokens = m.promptTokens
+          if (m.responseId !== undefined) rec.responseId = m.responseId
           if (m.text) {
             rec.textFrames++
             if (spec.captureText) rec.text = (rec.text ?? '') + m.text

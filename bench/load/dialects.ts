@@ -4,12 +4,13 @@
  * "stream done" or "stream error". Nothing here validates the full wire shape; the SDK tests do.
  */
 
-export type BenchDialect = 'openai-chat' | 'anthropic-messages' | 'openai-completions'
+export type BenchDialect = 'openai-chat' | 'anthropic-messages' | 'openai-completions' | 'openai-responses'
 
 export const DIALECT_PATH: Record<BenchDialect, string> = {
   'openai-chat': '/v1/chat/completions',
   'anthropic-messages': '/v1/messages',
   'openai-completions': '/v1/completions',
+  'openai-responses': '/v1/responses',
 }
 
 export interface BodyOptions {
@@ -22,6 +23,9 @@ export interface BodyOptions {
   ignoreEos?: boolean
   /** OpenAI chat only: a whole conversation instead of one user message `text` (multi-turn scenarios). */
   messages?: Array<{ role: 'system' | 'user' | 'assistant'; content: string }>
+  /** Responses only: the system turn, and the stored response this turn continues. */
+  instructions?: string
+  previousResponseId?: string
 }
 
 /** A request body as bytes (the edge forwards bytes; the node signs bytes). */
@@ -30,6 +34,10 @@ export function buildBody(dialect: BenchDialect, o: BodyOptions): Uint8Array {
   let body: Record<string, unknown>
   if (dialect === 'openai-chat') body = { ...common, messages: o.messages ?? [{ role: 'user', content: o.text }], ...(o.stream ? { stream_options: { include_usage: true } } : {}) }
   else if (dialect === 'anthropic-messages') body = { ...common, messages: [{ role: 'user', content: o.text }] }
+  else if (dialect === 'openai-responses') {
+    const { max_tokens, ...rest } = common
+    body = { ...rest, max_output_tokens: max_tokens, input: o.text, ...(o.instructions ? { instructions: o.instructions } : {}), ...(o.previousResponseId ? { previous_response_id: o.previousResponseId } : {}) }
+  }
   else body = { ...common, prompt: o.text, ...(o.stream ? { stream_options: { include_usage: true } } : {}) }
   return new TextEncoder().encode(JSON.stringify(body))
 }
@@ -43,6 +51,8 @@ export interface FrameMeaning {
   cachedTokens?: number
   /** Every prompt token, as the server counted them (OpenAI usage.prompt_tokens). */
   promptTokens?: number
+  /** The response's id (Responses: its terminal event). */
+  responseId?: string
   done?: boolean
   error?: string
 }
@@ -71,6 +81,7 @@ export function readFrame(dialect: BenchDialect, event: string | undefined, data
         return {}
     }
   }
+  if (dialect === 'openai-responses') return readResponsesEvent(json)
   if (json.error) return { error: json.error?.code ?? json.error?.type ?? 'error' }
   const out: FrameMeaning = {}
   const choice = Array.isArray(json.choices) ? json.choices[0] : undefined
@@ -82,8 +93,25 @@ export function readFrame(dialect: BenchDialect, event: string | undefined, data
   return out
 }
 
+function readResponsesEvent(json: Record<string, any>): FrameMeaning {
+  switch (json.type) {
+    case 'response.output_text.delta':
+      return { text: json.delta ?? '' }
+    case 'response.completed':
+    case 'response.incomplete': {
+      const usage = json.response?.usage
+      return { done: true, responseId: json.response?.id, usageTokens: usage?.output_tokens, cachedTokens: usage?.input_tokens_details?.cached_tokens, promptTokens: usage?.input_tokens }
+    }
+    case 'error':
+    case 'response.failed':
+      return { error: json.code ?? 'error' }
+    default:
+      return {}
+  }
+}
+
 /** Completion tokens of a non-streaming JSON answer. */
 export function jsonCompletionTokens(dialect: BenchDialect, json: any): number | undefined {
-  if (dialect === 'anthropic-messages') return json?.usage?.output_tokens
+  if (dialect === 'anthropic-messages' || dialect === 'openai-responses') return json?.usage?.output_tokens
   return json?.usage?.completion_tokens
 }

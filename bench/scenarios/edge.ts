@@ -101,7 +101,7 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
     }
 
     const prompt = chatPromptOfLength(modelDir, 32)
-    const bodies: Record<BenchDialect, Uint8Array> = {
+    const bodies: Partial<Record<BenchDialect, Uint8Array>> = {
       'openai-chat': buildBody('openai-chat', { model: node.model, text: prompt.text, maxTokens: MAX_TOKENS, stream: true, ignoreEos: true }),
       'anthropic-messages': buildBody('anthropic-messages', { model: node.model, text: prompt.text, maxTokens: MAX_TOKENS, stream: true, ignoreEos: true }),
       'openai-completions': buildBody('openai-completions', { model: node.model, text: prompt.text, maxTokens: MAX_TOKENS, stream: true, ignoreEos: true }),
@@ -112,7 +112,7 @@ export async function runEdge(ctx: BenchContext, opts: { modelDir?: string } = {
     const c64Targets = targets
     let reqNo = 0
     const send = async (target: Target, dialect: BenchDialect, signal?: AbortSignal): Promise<RequestRecord> => {
-      const body = bodies[dialect]
+      const body = bodies[dialect]!
       let headers: Record<string, string>
       if (target === 'direct' || target === 'bare-hono') {
         const requestId = `bench-${process.pid}-${reqNo++}`

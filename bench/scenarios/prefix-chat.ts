@@ -1,8 +1,10 @@
 /**
  * The prefix section's multi-turn client: conversations of T turns of OpenAI chat (streamed,
  * greedy, ignore_eos, 32 new tokens), every turn resending the whole conversation with the
- * previous answer, as a chat client does; `concurrency` conversations at a time (default all),
- * each request sent where `router` says (bench/lib/baseline-routers.ts).
+ * previous answer, as a chat client does — or (`api: 'responses'`) of the Responses API, every
+ * turn sending only its new message and naming the previous answer (`previous_response_id`,
+ * the server keeps the conversation); `concurrency` conversations at a time (default all), each
+ * request sent where `router` says (bench/lib/baseline-routers.ts).
  */
 import type { Dispatcher } from 'undici'
 import type { Router } from '../lib/baseline-routers.ts'
@@ -22,6 +24,8 @@ export interface Conversations {
   dispatcher: Dispatcher
   /** A user's pause before each turn after the first, in ms (default none). */
   thinkMs?: (conversation: number, turn: number) => number
+  /** `responses`: stored conversations (default `chat`). */
+  api?: 'chat' | 'responses'
 }
 
 /** Each conversation's turns, in order. */
@@ -41,10 +45,15 @@ async function converse(o: Conversations, c: number): Promise<RequestRecord[]> {
   for (let t = 0; t < o.turns; t++) {
     const pause = t > 0 ? (o.thinkMs?.(c, t) ?? 0) : 0
     if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause))
-    messages.push({ role: 'user', content: o.users[c * o.turns + t]! })
-    const body = buildBody('openai-chat', { model: o.model, text: '', messages, maxTokens: 32, stream: true, ignoreEos: true })
-    const route = o.router.route(DIALECT_PATH['openai-chat'], body)
-    const rec = await sendRequest({ origin: route.origin, dialect: 'openai-chat', body, stream: true, dispatcher: o.dispatcher, captureText: true, timeoutMs: 300_000, headers: route.headers }).finally(() => route.done())
+    const user = o.users[c * o.turns + t]!
+    messages.push({ role: 'user', content: user })
+    const dialect = o.api === 'responses' ? 'openai-responses' : 'openai-chat'
+    const previousResponseId = out[out.length - 1]?.responseId
+    const body = dialect === 'openai-chat'
+      ? buildBody(dialect, { model: o.model, text: '', messages, maxTokens: 32, stream: true, ignoreEos: true })
+      : buildBody(dialect, { model: o.model, text: user, instructions: o.system, maxTokens: 32, stream: true, ignoreEos: true, ...(previousResponseId ? { previousResponseId } : {}) })
+    const route = o.router.route(DIALECT_PATH[dialect], body)
+    const rec = await sendRequest({ origin: route.origin, dialect, body, stream: true, dispatcher: o.dispatcher, captureText: true, timeoutMs: 300_000, headers: route.headers }).finally(() => route.done())
     if (rec.error || rec.status !== 200) throw new Error(`multi-turn request failed: ${rec.error ?? rec.status}`)
     out.push(rec)
     messages.push({ role: 'assistant', content: rec.text ?? '' })

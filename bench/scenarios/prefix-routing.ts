@@ -20,10 +20,13 @@
  * - `hot_prompt_max_over_mean_load`: 64 conversations opening with the very same system prompt and
  *   first message (one affinity key) at once, through the affinity edge; requests per node (from
  *   each node's own counters), most-loaded ÷ mean.
+ * - `responses_chain_cached_share`, `responses_chain_over_chat_warm_ttft`: stored conversations
+ *   (`previous_response_id`) against chat ones, one at a time (measureStoredChains).
  */
 import { Redis } from '@upstash/redis'
 import { randomBytes } from 'node:crypto'
 import { seedKey } from '../../infra/keys/key-admin.ts'
+import type { Dispatcher } from 'undici'
 import { benchAgent, sendRequest, type RequestRecord } from '../load/client.ts'
 import { buildBody } from '../load/dialects.ts'
 import { leastOutstanding, oneOrigin, roundRobin, type Router } from '../lib/baseline-routers.ts'
@@ -149,6 +152,7 @@ export async function measureAffinity(ctx: BenchContext, modelDir: string): Prom
     const mean = perNode.reduce((a, b) => a + b, 0) / perNode.length
     const maxOverMean = Math.max(...perNode) / mean
     ctx.log(`routing: hot prompt per node ${perNode.join(' / ')} (max ÷ mean ${round(maxOverMean, 2)})`)
+    const stored = await measureStoredChains(ctx, { edge: oneOrigin('affinity', edge.url, headers), model, modelDir, agent })
     const decisions = (records: Array<{ affinity?: string }>) => records.reduce<Record<string, number>>((m, r) => ({ ...m, [r.affinity ?? 'none']: (m[r.affinity ?? 'none'] ?? 0) + 1 }), {})
     const [affinity, rr, lo] = modes.map((m) => m.name) as [string, string, string]
     return {
@@ -159,6 +163,7 @@ export async function measureAffinity(ctx: BenchContext, modelDir: string): Prom
         round_robin_over_affine_warm_ttft: round(warmTtft(rr) / warmTtft(affinity), 2),
         least_outstanding_over_affine_warm_ttft: round(warmTtft(lo) / warmTtft(affinity), 2),
         hot_prompt_max_over_mean_load: round(maxOverMean, 2),
+        ...stored.figures,
       },
       raw: {
         routing: {
@@ -174,11 +179,43 @@ export async function measureAffinity(ctx: BenchContext, modelDir: string): Prom
           hot_prompt_requests_per_node: perNode,
           hot_prompt_decisions: decisions(hot),
         },
+        stored_chains: stored.raw,
       },
     }
   } finally {
     await agent.close()
     for (const stop of stops.reverse()) await stop()
+  }
+}
+
+/**
+ * A stored conversation against a chat one, one conversation at a time through the affinity edge:
+ * the same turns (512-token system prompt, ~64-token user turns, 32 tokens generated), sent as
+ * chat (the whole conversation every turn) and as the Responses API (only the new turn, naming
+ * the previous answer). Each mode its own prompts, so neither finds the other's blocks; modes
+ * alternate conversation by conversation, so drift falls on both.
+ * - `responses_chain_cached_share`: cached ÷ input tokens of the stored conversation's turns 2..T;
+ * - `responses_chain_over_chat_warm_ttft`: their p50 TTFT ÷ the chat turns' (the node reads the
+ *   stored conversation before tokenizing, and writes each answer before its end).
+ */
+async function measureStoredChains(ctx: BenchContext, o: { edge: Router; model: string; modelDir: string; agent: Dispatcher }): Promise<RoutingFigures> {
+  const conversations = ctx.quick ? 2 : 6
+  ctx.log(`routing: ${conversations} conversations × ${TURNS} turns one at a time, chat and stored (previous_response_id) in turn`)
+  const runs = { chat: [] as RequestRecord[][], responses: [] as RequestRecord[][] }
+  for (let c = 0; c < conversations; c++) {
+    for (const [i, api] of (['chat', 'responses'] as const).entries()) {
+      const variant = 10 + i
+      const users = Array.from({ length: TURNS }, (_, t) => textPromptOfLength(o.modelDir, 64, variant * 1000 + c * TURNS + t).text)
+      const [turns] = await runConversations({ router: o.edge, model: o.model, system: `${api} ${c}: ${textPromptOfLength(o.modelDir, 512, variant).text}`, users, conversations: 1, turns: TURNS, dispatcher: o.agent, api })
+      runs[api].push(turns!)
+    }
+  }
+  const warm = (api: keyof typeof runs) => median(laterTurns(runs[api]).map((t) => t.ttftMs!))
+  const ratio = warm('responses') / warm('chat')
+  ctx.log(`routing: stored turns 2–${TURNS} p50 TTFT ${round(warm('responses'), 1)} ms, chat ${round(warm('chat'), 1)} ms (${round(ratio, 2)}×); cached share ${round(laterTurnsCachedShare(runs.responses), 3)} stored, ${round(laterTurnsCachedShare(runs.chat), 3)} chat`)
+  return {
+    figures: { responses_chain_cached_share: round(laterTurnsCachedShare(runs.responses), 3), responses_chain_over_chat_warm_ttft: round(ratio, 2) },
+    raw: { conversations, turns: TURNS, warm_turns_ttft_p50_ms: { chat: round(warm('chat'), 1), responses: round(warm('responses'), 1) }, chat_cached_share: round(laterTurnsCachedShare(runs.chat), 3) },
   }
 }
 

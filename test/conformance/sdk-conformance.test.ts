@@ -247,6 +247,19 @@ describe('OpenAI responses and tool calls through the edge', () => {
     expect(final.status).toBe('incomplete')
   })
 
+  it('stored responses on the Workers edge: retrieve, input_items, a previous_response_id turn, delete', async () => {
+    const first = await openai.responses.create({ model: MODEL, input: 'Tell me about the sea', max_output_tokens: 4, temperature: 0 })
+    expect(await openai.responses.retrieve(first.id)).toEqual(first)
+    const next = await openai.responses.stream({ model: MODEL, input: 'And the sky?', previous_response_id: first.id, max_output_tokens: 4, temperature: 0 }).finalResponse()
+    expect(next.previous_response_id).toBe(first.id)
+    const items = await openai.responses.inputItems.list(next.id, { order: 'asc' })
+    expect(items.data.map((i) => (i.type === 'message' ? i.role : i.type))).toEqual(['user', 'assistant', 'user'])
+    await openai.responses.delete(first.id)
+    expect(await rejectionOf(openai.responses.retrieve(first.id))).toBeInstanceOf(OpenAI.NotFoundError)
+    // A later turn kept its own copy of the conversation.
+    expect((await openai.responses.inputItems.list(next.id)).data).toHaveLength(3)
+  })
+
   it('chat tool calls (required) and an Anthropic tool_use, streamed through the byte pipe, equal the non-stream answers', async () => {
     const parameters = { type: 'object', properties: { city: { type: 'string', minLength: 1, maxLength: 8 } }, required: ['city'], additionalProperties: false }
     const ask = { ...chat('Weather in Paris?', 300), tools: [{ type: 'function' as const, function: { name: 'get_weather', parameters } }], tool_choice: 'required' as const, parallel_tool_calls: false }

@@ -9,17 +9,21 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createKey } from '../../infra/keys/key-admin.ts'
 import { stackNodes } from '../../infra/local/stack-config.ts'
 import { Metrics } from '../node/gpu-node-process.ts'
-import { openaiClient, rejectionOf } from './support/clients.ts'
-import { startTestStack, type TestStack } from './support/stack.ts'
+import { sseFrames, type SseFrame } from '../node/sse-client.ts'
+import { edgePost, openaiClient, rejectionOf } from './support/clients.ts'
+import { pollUntil, startTestStack, type TestStack } from './support/stack.ts'
 
 let stack: TestStack
 let openai: OpenAI
 let nodeUrls: string[]
+let nodeServices: string[]
 
 beforeAll(async () => {
   stack = await startTestStack({ regions: 1, nodesPerRegion: 3, edge: 'node' })
   openai = openaiClient(stack.edgeUrl, { apiKey: stack.devApiKey })
-  nodeUrls = stackNodes(stack.running.opts).map((n) => `http://127.0.0.1:${n.port}`)
+  const nodes = stackNodes(stack.running.opts)
+  nodeUrls = nodes.map((n) => `http://127.0.0.1:${n.port}`)
+  nodeServices = nodes.map((n) => n.service)
 }, 120_000)
 afterAll(async () => {
   await stack?.stop()
@@ -158,5 +162,62 @@ describe('a function-calling loop', () => {
     // Without the stored conversation the same result answers no call.
     const alone = await rejectionOf(openai.responses.create({ model: stack.model, input: [{ type: 'function_call_output', call_id: call.call_id, output: '{}' }], max_output_tokens: 2 }))
     expect(alone).toBeInstanceOf(OpenAI.BadRequestError)
+  })
+})
+
+describe('a stored conversation\'s stream whose node dies', () => {
+  /** Requests running on each node; -1 while one is down or still loading. */
+  const runningPerNode = () => Promise.all(nodeUrls.map(async (url) => {
+    try {
+      return new Metrics(await (await fetch(`${url}/metrics`)).text()).value('zl_num_requests_running')
+    } catch {
+      return -1
+    }
+  }))
+
+  async function stream(body: object, onFrame?: (frames: SseFrame[]) => void): Promise<SseFrame[]> {
+    const res = await edgePost(stack.edgeUrl, '/v1/responses', body, { apiKey: stack.devApiKey })
+    expect(res.status).toBe(200)
+    const frames: SseFrame[] = []
+    for await (const f of sseFrames(res)) {
+      if (f.comment) continue
+      frames.push(f)
+      onFrame?.(frames)
+    }
+    return frames
+  }
+  const data = (frames: SseFrame[]) => frames.map((f) => JSON.parse(f.data) as { type: string; sequence_number: number; delta?: string; response?: OpenAI.Responses.Response })
+
+  it('is resumed on another node exactly, which keeps the answer: retrieve gives what the client got, and the conversation goes on', async () => {
+    const first = await openai.responses.create({ model: stack.model, instructions: 'Be brief.', input: 'Start a story.', max_output_tokens: 8, temperature: 0 })
+    const body = { model: stack.model, instructions: 'Be brief.', previous_response_id: first.id, input: 'Go on, at length.', max_output_tokens: 300, ignore_eos: true, temperature: 0, stream: true }
+    const undisturbed = data(await stream(body))
+
+    let killed: number | undefined
+    const frames = data(await stream(body, (got) => {
+      // Mid-answer: some deltas delivered, most still to come.
+      if (killed !== undefined || got.length !== 40) return
+      void runningPerNode().then((running) => {
+        killed = running.findIndex((n) => n > 0)
+        const pid = killed >= 0 ? stack.running.supervisor.pid(nodeServices[killed]!) : undefined
+        if (pid !== undefined) process.kill(pid, 'SIGKILL')
+      })
+    }))
+    expect(killed).toBeGreaterThanOrEqual(0)
+    // One stream, in order, without an error: the same events and text as the undisturbed run.
+    expect(frames.map((f) => f.sequence_number)).toEqual(frames.map((_, i) => i))
+    expect(frames.map((f) => f.type)).toEqual(undisturbed.map((f) => f.type))
+    const text = (fs: typeof frames) => fs.map((f) => (f.type === 'response.output_text.delta' ? f.delta : '')).join('')
+    expect(text(frames)).toBe(text(undisturbed))
+    const final = frames.at(-1)!.response!
+    expect(final.usage!.output_tokens).toBe(300)
+
+    // The continuing node read the stored conversation and kept this answer.
+    expect(await openai.responses.retrieve(final.id)).toMatchObject(final)
+    const next = await openai.responses.create({ model: stack.model, instructions: 'Be brief.', previous_response_id: final.id, input: 'The end.', max_output_tokens: 2 })
+    const items = await openai.responses.inputItems.list(next.id, { order: 'asc' })
+    expect(items.data.map((i) => (i.type === 'message' ? i.role : i.type))).toEqual(['user', 'assistant', 'user', 'assistant', 'user'])
+    expect(items.data[3]).toEqual(final.output[0])
+    await pollUntil(runningPerNode, (ns) => ns.every((n) => n === 0), 'every node back and idle', 30_000, 50)
   })
 })
