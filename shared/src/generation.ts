@@ -190,7 +190,8 @@ export interface GenerateRequest {
   /** The codec's name (a registered test dialect's too, so not only the served `Dialect`s of dialects/index.ts). */
   dialect: string
   model: string
-  input: { kind: 'chat'; messages: ChatMessage[] } | { kind: 'text'; prompt: string }
+  /** A text prompt's `suffix`: fill in the middle between the prompt and it (OpenAI completions `suffix`). */
+  input: { kind: 'chat'; messages: ChatMessage[] } | { kind: 'text'; prompt: string; suffix?: string }
   /** undefined means "up to the context length" (OpenAI); Anthropic always sets it. */
   maxTokens?: number
   stop: string[]

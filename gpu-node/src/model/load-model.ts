@@ -59,6 +59,7 @@ export async function loadModel(opts: LoadModelOptions): Promise<LoadedModel> {
     encodeChat: (messages, tools) => tokenizer.encodeTemplate(template.render(messages, tools)),
     toolCallFormat: opts.toolCallFormat ?? template.toolCallFormat,
     encodeText: (prompt) => tokenizer.encodeText(prompt),
+    encodeInfill: (prefix, suffix) => tokenizer.encodeInfill(prefix, suffix),
     defaults: dir.generationDefaults,
   }
   return { runner, tokenizer, encoder, served: { graph: dir.onnxFile, chatTemplate: template.source } }

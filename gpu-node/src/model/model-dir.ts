@@ -26,6 +26,8 @@ export const MODEL_FILES = [
   'onnx/model.onnx',
   'onnx/decoder_model_merged.onnx',
   'onnx/decoder_with_past_model.onnx',
+  // A directory that ships only onnx-community's 4-bit variant (this repository's trained model).
+  'onnx/model_q4.onnx',
 ] as const
 export class ModelDirError extends Error {
   constructor(

@@ -19,6 +19,11 @@ export interface PromptEncoder {
   toolCallFormat: ToolCallFormatName
   /** Raw text → token ids (completions). */
   encodeText(prompt: string): number[]
+  /**
+   * Fill in the middle (completions `suffix`): the model's FIM prompt for the text between
+   * `prefix` and `suffix`; a 400 naming `suffix` for a model without FIM tokens.
+   */
+  encodeInfill(prefix: string, suffix: string): number[]
   /** generation_config.json's sampling and max-token defaults. */
   defaults: GenerationDefaults
 }

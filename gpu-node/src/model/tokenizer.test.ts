@@ -76,3 +76,25 @@ describe('plain text and the BOS/EOS of tokenizer_config.json', () => {
     expect(tokenizerWith({ add_bos_token: true }, prependsBos).encodeTemplate(TEXT)).toEqual(raw)
   })
 })
+
+describe('fill in the middle (completions suffix)', () => {
+  /** The tiny tokenizer with FIM tokens added, as `names` spell them. */
+  const withFim = (names: readonly string[]) =>
+    tokenizerWith({ add_bos_token: true }, (t) => {
+      const added = t.added_tokens as Array<Record<string, unknown>>
+      names.forEach((content, i) => added.push({ id: 600 + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }))
+    })
+
+  it('builds prefix–suffix–middle from the model’s FIM tokens, each text encoded on its own, after the model’s BOS', () => {
+    const tok = withFim(['<fim_prefix>', '<fim_suffix>', '<fim_middle>'])
+    expect(tok.encodeInfill('def f(x):\n    ', '\n    return y')).toEqual([BOS, 600, ...tok.encodeTemplate('def f(x):\n    '), 601, ...tok.encodeTemplate('\n    return y'), 602])
+    expect(tok.encodeInfill('', 'end')).toEqual([BOS, 600, 601, ...tok.encodeTemplate('end'), 602])
+    // Qwen2.5-Coder's names work the same way.
+    const qwen = withFim(['<|fim_prefix|>', '<|fim_suffix|>', '<|fim_middle|>'])
+    expect(qwen.encodeInfill('a', 'b')).toEqual([BOS, 600, ...qwen.encodeTemplate('a'), 601, ...qwen.encodeTemplate('b'), 602])
+  })
+
+  it('a model without FIM tokens: a 400 naming suffix', () => {
+    expect(() => new ModelTokenizer(readModelDir(TINY)).encodeInfill('a', 'b')).toThrow(expect.objectContaining({ code: 'invalid_request', param: 'suffix' }))
+  })
+})

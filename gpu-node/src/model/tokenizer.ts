@@ -1,5 +1,16 @@
 import { Tokenizer } from '@huggingface/tokenizers'
+import { ApiError } from '../../../shared/src/api-error.ts'
 import { ModelDirError, type ModelDir } from './model-dir.ts'
+
+/**
+ * Fill-in-the-middle tokens, prefix–suffix–middle order, as code models name them: StarCoder's
+ * (and this repository's trained model's), and Qwen2.5-Coder's. The first family whose three
+ * tokens are all single tokens of the vocabulary is the model's.
+ */
+const FIM_FAMILIES = [
+  ['<fim_prefix>', '<fim_suffix>', '<fim_middle>'],
+  ['<|fim_prefix|>', '<|fim_suffix|>', '<|fim_middle|>'],
+] as const
 
 /**
  * The model's tokenizer.json through @huggingface/tokenizers (pure JS, no native code). Its
@@ -10,9 +21,18 @@ export class ModelTokenizer {
   private readonly tokenizer: Tokenizer
   /** Plain text's leading and trailing special tokens, when tokenizer_config.json decides them. */
   private readonly affixes?: { prefix: number[]; suffix: number[] }
+  /** The model's FIM tokens (prefix, suffix, middle), if it has them. */
+  private readonly fim?: readonly [number, number, number]
 
   constructor(dir: ModelDir) {
     this.tokenizer = new Tokenizer(dir.tokenizerJson, dir.tokenizerConfig)
+    for (const family of FIM_FAMILIES) {
+      const ids = family.map((t) => this.tokenizer.token_to_id(t))
+      if (ids.every((id) => id !== undefined)) {
+        this.fim = ids as [number, number, number]
+        break
+      }
+    }
     const { addBos, addEos, tokens } = dir.specials
     if (addBos === undefined && addEos === undefined) return
     // transformers rebuilds the post-processor from the declared flags; an undeclared one keeps
@@ -32,6 +52,17 @@ export class ModelTokenizer {
   encodeText(text: string): number[] {
     if (!this.affixes) return this.tokenizer.encode(text).ids
     return [...this.affixes.prefix, ...this.tokenizer.encode(text, { add_special_tokens: false }).ids, ...this.affixes.suffix]
+  }
+
+  /**
+   * `<fim_prefix>` prefix `<fim_suffix>` suffix `<fim_middle>`, each text encoded on its own (as
+   * such models are trained), after the model's leading special tokens: the model writes the middle.
+   */
+  encodeInfill(prefix: string, suffix: string): number[] {
+    if (!this.fim) throw new ApiError('invalid_request', "'suffix' needs a model trained to fill in the middle; this model has no FIM tokens.", { param: 'suffix' })
+    const [pre, suf, mid] = this.fim
+    const raw = (text: string) => (text === '' ? [] : this.tokenizer.encode(text, { add_special_tokens: false }).ids)
+    return [...(this.affixes?.prefix ?? []), pre, ...raw(prefix), suf, ...raw(suffix), mid]
   }
 
   /** A rendered chat template already carries its special tokens: add none (as HF's apply_chat_template). */

@@ -97,7 +97,8 @@ function prepare(ctx: RequestContext, codec: DialectCodec, deps: GenerateDeps, g
   if (gen.model !== encoder.modelId) {
     throw new ApiError('model_not_found', `The model '${clipText(gen.model)}' does not exist on this node; it serves '${encoder.modelId}'.`, { param: 'model' })
   }
-  const promptTokens = gen.input.kind === 'chat' ? encoder.encodeChat(gen.input.messages, gen.tools?.tools) : encoder.encodeText(gen.input.prompt)
+  const { input } = gen
+  const promptTokens = input.kind === 'chat' ? encoder.encodeChat(input.messages, gen.tools?.tools) : input.suffix !== undefined ? encoder.encodeInfill(input.prompt, input.suffix) : encoder.encodeText(input.prompt)
   ctx.outcome.promptTokens = promptTokens.length
   const maxTokens = resolveMaxTokens(codec, promptTokens.length, gen.maxTokens, encoder.contextLength, encoder.defaults.maxNewTokens)
   const engineReq: EngineRequest = {

@@ -16,8 +16,10 @@ export function byteEncoder(contextLength = 256, modelId = TEST_MODEL_ID): Promp
     contextLength,
     encodeChat: (messages: ChatMessage[]) => [...utf8.encode(messages.map((m) => `${m.role}: ${m.content}\n`).join(''))],
     encodeText: (prompt: string) => [...utf8.encode(prompt)],
+    // Byte 0x01 / 0x02 / 0x03 stand for the FIM tokens (prefix, suffix, middle).
+    encodeInfill: (prefix: string, suffix: string) => [1, ...utf8.encode(prefix), 2, ...utf8.encode(suffix), 3],
     defaults: { sampling: {} },
-  toolCallFormat: 'hermes',
+    toolCallFormat: 'hermes',
   }
 }
 

@@ -43,3 +43,14 @@ export function fillNormal(out: Float32Array, seed: number, std: number, mean = 
     if (i + 1 < out.length) out[i + 1] = mean + r * Math.sin(theta)
   }
 }
+
+/** Uniforms in [0, 1) from `seed` (mulberry32, the generator fillNormal's samples come from). */
+export function uniforms(seed: number): () => number {
+  let a = seed | 0
+  return () => {
+    a = (a + 0x6d2b79f5) | 0
+    let t = Math.imul(a ^ (a >>> 15), 1 | a)
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}

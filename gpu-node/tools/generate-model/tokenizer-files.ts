@@ -5,7 +5,7 @@
  * last three ids.
  */
 
-import { buildBpeVocab } from './bpe-vocab.ts'
+import { buildBpeVocab, type BpeVocab } from './bpe-vocab.ts'
 import { CHATML_TOOLS_TEMPLATE } from '../../src/model/chatml-template.ts'
 
 export const EOS_TOKEN = '<|endoftext|>'
@@ -30,11 +30,10 @@ export interface TokenizerFiles {
   bpeTokens: string[]
 }
 
-export function buildTokenizerFiles(vocabSize: number, modelMaxLength: number): TokenizerFiles {
-  const bpe = buildBpeVocab(vocabSize - SPECIAL_TOKENS.length)
-  const firstSpecial = bpe.tokens.length
-  const addedTokens = SPECIAL_TOKENS.map((content, i) => ({
-    id: firstSpecial + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true,
+/** A byte-level BPE's tokenizer.json with `specials` as added special tokens in the ids after it. */
+export function byteLevelTokenizerJson(bpe: BpeVocab, specials: readonly string[]): { tokenizerJson: Record<string, unknown>; addedTokens: Array<Record<string, unknown> & { id: number }> } {
+  const addedTokens = specials.map((content, i) => ({
+    id: bpe.tokens.length + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true,
   }))
   const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true }
   const tokenizerJson = {
@@ -54,6 +53,13 @@ export function buildTokenizerFiles(vocabSize: number, modelMaxLength: number): 
       merges: bpe.merges.map(([a, b]) => `${a} ${b}`),
     },
   }
+  return { tokenizerJson, addedTokens }
+}
+
+export function buildTokenizerFiles(vocabSize: number, modelMaxLength: number): TokenizerFiles {
+  const bpe = buildBpeVocab(vocabSize - SPECIAL_TOKENS.length)
+  const firstSpecial = bpe.tokens.length
+  const { tokenizerJson, addedTokens } = byteLevelTokenizerJson(bpe, SPECIAL_TOKENS)
   const tokenizerConfig = {
     tokenizer_class: 'GPT2Tokenizer',
     add_bos_token: false,

@@ -48,7 +48,7 @@ describe('parseCompletionRequest', () => {
     expect(rejection({ model: 'tiny' }).message).toBe("'prompt' is required.")
   })
 
-  it('takes n with best_of = n, logprobs from 0 to 5, and refuses suffix', () => {
+  it('takes n with best_of = n, logprobs from 0 to 5, and suffix (not with echo)', () => {
     expect(parseCompletionRequest({ ...base, n: 3, best_of: 3 }).n).toBe(3)
     expect(rejection({ ...base, n: 3, best_of: 4 }).param).toBe('best_of')
     expect(rejection({ ...base, best_of: 2 }).message).toContain("'best_of' must equal 'n' (1)")
@@ -56,7 +56,9 @@ describe('parseCompletionRequest', () => {
     expect(parseCompletionRequest({ ...base, logprobs: 0 }).logprobs).toEqual({ top: 0 })
     expect(rejection({ ...base, logprobs: 6 }).message).toBe("'logprobs' must be at most 5.")
     expect(rejection({ ...base, logprobs: 1, echo: true }).param).toBe('logprobs')
-    expect(rejection({ ...base, suffix: 'end' }).message).toContain('suffix')
+    expect(parseCompletionRequest({ ...base, suffix: 'end' }).input).toEqual({ kind: 'text', prompt: base.prompt, suffix: 'end' })
+    expect(parseCompletionRequest({ ...base, suffix: '' }).input).toEqual({ kind: 'text', prompt: base.prompt })
+    expect(rejection({ ...base, suffix: 'end', echo: true }).param).toBe('suffix')
   })
 
   it('rejects unknown fields by name', () => {

@@ -27,6 +27,8 @@ export const CompletionRequest = z.strictObject({
   /** best_of = n is the same as not asking for it (no choice is generated and then dropped). */
   best_of: z.int().min(1).nullish(),
   echo: z.boolean().nullish(),
+  /** Fill in the middle: the completion goes between the prompt and this (a model with FIM tokens). */
+  suffix: z.string().nullish(),
   /** Alternatives per token, and with them each token's own log probability. */
   logprobs: z.int().min(0).max(MAX_COMPLETION_LOGPROBS).nullish(),
   ...samplingFields,
@@ -49,6 +51,10 @@ export function parseCompletionRequest(body: unknown): GenerateRequest {
     ...toStreamSettings(req),
   }
   if (req.echo) out.echo = true
+  if (req.suffix) {
+    if (req.echo) throw new ApiError('invalid_request', "'suffix' cannot be combined with 'echo'.", { param: 'suffix' })
+    out.input = { kind: 'text', prompt: out.input.kind === 'text' ? out.input.prompt : '', suffix: req.suffix }
+  }
   if (req.ignore_eos) out.ignoreEos = true
   const contextId = toContextId(req)
   if (contextId !== undefined) out.contextId = contextId

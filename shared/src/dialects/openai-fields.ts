@@ -94,7 +94,6 @@ export const OPENAI_UNSUPPORTED: UnsupportedFields = {
   prediction: 'predicted outputs are not available',
   reasoning_effort: 'reasoning controls are not available',
   web_search_options: 'web search is not available',
-  suffix: 'insertion (suffix) is not available',
   name: 'participant names are not used by this server',
   image_url: MEDIA,
   input_audio: MEDIA,

@@ -1,0 +1,54 @@
+/**
+ * The trained model's README.md (its model card), from the recipe and what the scripts measured:
+ * `training.json` (train.py: parameters, tokens, time, held-out loss) and `eval.json` (eval.ts).
+ * Rewritten by `npm run model:train` and again by `npm run model:eval`.
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { MODEL_NAME, SCHEDULE, SHAPE } from './recipe.ts'
+
+const read = (path: string): Record<string, unknown> | undefined => (existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>) : undefined)
+
+export function writeModelCard(modelDir: string): void {
+  const training = read(join(modelDir, 'training.json'))
+  const evaluation = read(join(modelDir, 'eval.json'))
+  const fmt = (v: unknown, unit = '') => (v === undefined || v === null ? '—' : `${v}${unit}`)
+  const lines = [
+    `# ${MODEL_NAME}`,
+    '',
+    "zerolayer's default model: a small code model trained from scratch on CPU by `npm run model:train`",
+    '(gpu-node/tools/train-model/), served by `npm start` and `npm run gpu-node`. It completes Python, fills in',
+    'the middle (`suffix` on `/v1/completions`) and answers chat requests for a function. It is small: its',
+    'answers are plausible Python, not reliable code.',
+    '',
+    '## Data and license',
+    '- The CPython standard library as this machine has it (`/usr/lib/python3.11`, Debian `libpython3.11-stdlib`),',
+    '  under the PSF License Agreement: every `*.py` file outside test suites and installed packages.',
+    '- 1 file in 20 (by a hash of its path) is held out for evaluation and never trained on.',
+    '- Half of the code chunks (seeded) are fill-in-the-middle samples in StarCoder\'s prefix–suffix–middle order.',
+    '- Chat pairs are derived from the same files: a function\'s signature and first docstring line as the',
+    '  request, the function as the answer, in the model\'s ChatML template.',
+    '- The weights are derived from that code and carry no other data; the model is released with this',
+    '  repository under its license.',
+    '',
+    '## Shape',
+    `- Llama-style decoder: ${SHAPE.num_hidden_layers} layers, width ${SHAPE.hidden_size}, ${SHAPE.num_attention_heads} query heads sharing ${SHAPE.num_key_value_heads} KV heads, SwiGLU ${SHAPE.intermediate_size}, RoPE θ ${SHAPE.rope_theta}, RMSNorm, untied LM head: ${fmt(training?.params)} parameters.`,
+    `- Byte-level BPE of ${SHAPE.vocab_size} tokens learned from the training files, with \`<|endoftext|>\`, \`<|im_start|>\`, \`<|im_end|>\`, \`<fim_prefix>\`, \`<fim_middle>\`, \`<fim_suffix>\`, \`<fim_pad>\`.`,
+    `- ${SHAPE.max_position_embeddings} positions. Exported with \`torch.onnx\` under Optimum's input and output names.`,
+    '',
+    '## Training',
+    `\`npm run model:train\`: ${SCHEDULE.steps} steps of ${SCHEDULE.batch_tokens} tokens (${fmt(training?.train_tokens_seen)} tokens), AdamW at ${SCHEDULE.lr} with ${SCHEDULE.warmup} warm-up steps and a cosine to a tenth, weight decay ${SCHEDULE.weight_decay}, bfloat16 matrix products, seed ${SCHEDULE.seed}; the last ${SCHEDULE.long_share * 100} % of steps at the full context, the rest at ${SCHEDULE.short_context}. It took ${fmt(training?.train_seconds, ' s')} on ${fmt(training?.threads)} threads of a 2-core AMD EPYC (AVX-512 BF16).`,
+    '',
+    '## Evaluation (`npm run model:eval`)',
+    '| measure | value |',
+    '|---|---|',
+    `| held-out loss, nats per token (perplexity), the shipped 4-bit graph | ${fmt(evaluation?.held_out_loss)} (${fmt(evaluation?.held_out_perplexity)}) |`,
+    `| the same, the float32 export it was quantized from (4-bit ÷ float32) | ${fmt(evaluation?.held_out_loss_float32)} (${fmt(evaluation?.quantized_over_float32_loss)}) |`,
+    `| held-out functions completed from signature + docstring (≤ 128 tokens, greedy) that parse | ${fmt(evaluation?.parse_rate)} of ${fmt(evaluation?.parse_cases)} (the random \`tiny\` preset: 0) |`,
+    `| infill: the removed middle line of a held-out function reproduced exactly | ${fmt(evaluation?.infill_exact_line)} of ${fmt(evaluation?.infill_cases)} |`,
+    `| TTFT of a 512-token prompt through a GPU node | ${fmt(evaluation?.ttft_512_ms, ' ms')} |`,
+    `| tokens/s, one request / 32 at once | ${fmt(evaluation?.tokens_per_s_b1)} / ${fmt(evaluation?.tokens_per_s_b32)} |`,
+    '',
+  ]
+  writeFileSync(join(modelDir, 'README.md'), lines.join('\n'))
+}
