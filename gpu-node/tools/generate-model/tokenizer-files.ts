@@ -30,8 +30,12 @@ export interface TokenizerFiles {
   bpeTokens: string[]
 }
 
-/** A byte-level BPE's tokenizer.json with `specials` as added special tokens in the ids after it. */
-export function byteLevelTokenizerJson(bpe: BpeVocab, specials: readonly string[]): { tokenizerJson: Record<string, unknown>; addedTokens: Array<Record<string, unknown> & { id: number }> } {
+/**
+ * A byte-level BPE's tokenizer.json with `specials` as added special tokens in the ids after it.
+ * `split`: a pre-tokenizer pattern of its own (a Split, then ByteLevel without its regex, as
+ * Llama 3's and Qwen2's tokenizer.json write it); without one, GPT-2's (ByteLevel `use_regex`).
+ */
+export function byteLevelTokenizerJson(bpe: BpeVocab, specials: readonly string[], split?: string): { tokenizerJson: Record<string, unknown>; addedTokens: Array<Record<string, unknown> & { id: number }> } {
   const addedTokens = specials.map((content, i) => ({
     id: bpe.tokens.length + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true,
   }))
@@ -42,7 +46,7 @@ export function byteLevelTokenizerJson(bpe: BpeVocab, specials: readonly string[
     padding: null,
     added_tokens: addedTokens,
     normalizer: null,
-    pre_tokenizer: byteLevel,
+    pre_tokenizer: split === undefined ? byteLevel : { type: 'Sequence', pretokenizers: [{ type: 'Split', pattern: { Regex: split }, behavior: 'Isolated', invert: false }, { ...byteLevel, use_regex: false }] },
     post_processor: { ...byteLevel, trim_offsets: false },
     decoder: byteLevel,
     model: {

@@ -1,19 +1,25 @@
 /**
- * Byte-level BPE trained on a corpus, as Hugging Face tokenizers' BpeTrainer does for GPT-2:
- * the text split by GPT-2's pre-tokenizer pattern (what tokenizer.json's ByteLevel pre-tokenizer
- * applies with `use_regex`), every piece as its byte-level string, then merges of the most
+ * Byte-level BPE trained on a corpus, as Hugging Face tokenizers' BpeTrainer does: the text split
+ * by the pre-tokenizer's pattern (CODE_PATTERN, the Split that tokenizer.json applies before
+ * ByteLevel), every piece as its byte-level string, then merges of the most
  * frequent adjacent pair until the vocabulary is full. Deterministic: ties go to the pair whose
  * left, then right, token sorts first. Each merge touches only the words that hold the pair.
  */
 import { BYTE_ORDER, BYTE_TO_CHAR, toByteLevel } from '../generate-model/byte-level.ts'
 import type { BpeVocab } from '../generate-model/bpe-vocab.ts'
 
-/** GPT-2's pre-tokenizer pattern (tokenizers' ByteLevel with use_regex). */
-export const GPT2_PATTERN = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu
+/**
+ * The pre-tokenizer's pattern: GPT-2's, with line breaks (and the spaces before them) a piece of
+ * their own, as Llama 3's and Qwen2's patterns have them. With GPT-2's alone a line break fuses
+ * with the next line's indentation ("\n   " then " return"), so a prompt that ends at a line break
+ * — an editor's cursor on a new line — ends on a token the model almost never saw there.
+ */
+export const CODE_PATTERN = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+const PIECES = new RegExp(CODE_PATTERN, 'gu')
 
 /** Pieces of `text` and how often each occurs, added to `counts`. */
 export function countPieces(text: string, counts: Map<string, number>): void {
-  for (const m of text.matchAll(GPT2_PATTERN)) {
+  for (const m of text.matchAll(PIECES)) {
     const piece = toByteLevel(m[0])
     counts.set(piece, (counts.get(piece) ?? 0) + 1)
   }

@@ -7,6 +7,7 @@
  */
 import { CHATML_TOOLS_TEMPLATE } from '../../src/model/chatml-template.ts'
 import type { BpeVocab } from '../generate-model/bpe-vocab.ts'
+import { CODE_PATTERN } from './bpe-train.ts'
 import { byteLevelTokenizerJson, EOS_TOKEN, IM_END, IM_START } from '../generate-model/tokenizer-files.ts'
 
 /** StarCoder's names: what editors' FIM prompts and Codestral-style servers use. */
@@ -17,7 +18,7 @@ export const FIM_PAD = '<fim_pad>'
 export const SPECIAL_TOKENS = [EOS_TOKEN, IM_START, IM_END, FIM_PREFIX, FIM_MIDDLE, FIM_SUFFIX, FIM_PAD] as const
 
 export function codeTokenizerFiles(bpe: BpeVocab, modelMaxLength: number): { tokenizerJson: Record<string, unknown>; tokenizerConfig: Record<string, unknown> } {
-  const { tokenizerJson, addedTokens: added } = byteLevelTokenizerJson(bpe, SPECIAL_TOKENS)
+  const { tokenizerJson, addedTokens: added } = byteLevelTokenizerJson(bpe, SPECIAL_TOKENS, CODE_PATTERN)
   return {
     tokenizerJson,
     tokenizerConfig: {
