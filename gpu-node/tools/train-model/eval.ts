@@ -21,7 +21,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import * as ort from 'onnxruntime-node'
 import { Tokenizer } from '@huggingface/tokenizers'
-import { freePort } from '../../../infra/local/redis-process.ts'
+import { createServer } from 'node:net'
 import { EOS_TOKEN } from '../generate-model/tokenizer-files.ts'
 import { writeModelCard } from './model-card.ts'
 import { MODEL_DIR, QUANTIZED_GRAPH, WORK_DIR } from './recipe.ts'
@@ -39,6 +39,17 @@ function python(args: string[]): string {
   const r = spawnSync(PYTHON, args, { encoding: 'utf8', cwd: HERE })
   if (r.status !== 0) throw new Error(`${PYTHON} ${args.join(' ')}: ${r.stderr}`)
   return r.stdout
+}
+
+/** A port the OS says is free now. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => resolve(port))
+    })
+    server.on('error', reject)
+  })
 }
 
 async function startNode(modelDir: string): Promise<{ url: string; stop: () => void }> {
