@@ -16,6 +16,7 @@
  * Values are routing hints: a lost write or a stale read costs a cache miss, never a wrong answer.
  */
 import { z } from 'zod'
+import { redisJson } from '../../../shared/src/redis-json.ts'
 import type { Background } from '../context.ts'
 import type { Placement } from './affinity-route.ts'
 
@@ -27,18 +28,8 @@ export function affinityRedisKey(hash: string): string {
   return AFFINITY_KEY_PREFIX + hash
 }
 
-/** The stored value; @upstash/redis hands back the parsed JSON, a raw client the string. */
-const StoredPlacement = z.preprocess(
-  (v) => {
-    if (typeof v !== 'string') return v
-    try {
-      return JSON.parse(v)
-    } catch {
-      return undefined
-    }
-  },
-  z.object({ region: z.string().min(1), node: z.string().min(1), at: z.number().finite() }),
-)
+/** The stored value (redis-json.ts: parsed by @upstash/redis, or a raw client's string). */
+const StoredPlacement = redisJson(z.object({ region: z.string().min(1), node: z.string().min(1), at: z.number().finite() }))
 
 export interface AffinityMemory {
   /** Where `hash` was last served, as this isolate knows it now (no I/O). */

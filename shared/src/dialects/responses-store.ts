@@ -15,6 +15,7 @@
  * One Lua script per write and per delete: the record and its accounting change together.
  */
 import { z } from 'zod'
+import { redisJson } from '../redis-json.ts'
 
 export interface StoredResponse {
   /** The response object, exactly as the API answered it. */
@@ -73,18 +74,8 @@ if size then
 end
 return n`
 
-/** The stored value; @upstash/redis hands back the parsed JSON, a raw client the string. */
-const Stored = z.preprocess(
-  (v) => {
-    if (typeof v !== 'string') return v
-    try {
-      return JSON.parse(v)
-    } catch {
-      return undefined
-    }
-  },
-  z.object({ response: z.record(z.string(), z.unknown()), input: z.array(z.record(z.string(), z.unknown())) }),
-)
+/** The stored value (redis-json.ts: parsed by @upstash/redis, or a raw client's string). */
+const Stored = redisJson(z.object({ response: z.record(z.string(), z.unknown()), input: z.array(z.record(z.string(), z.unknown())) }))
 
 /** Ids are `resp_` + an x-request-id (a plain string, CLIENT_REQUEST_ID at the edge): anything else is no stored id. */
 const STORED_ID = /^resp_[A-Za-z0-9._:-]{1,128}$/
