@@ -15,6 +15,7 @@ import { parseArgs } from 'node:util'
 import { Tokenizer } from '@huggingface/tokenizers'
 import { buildDataset, type Corpus } from './dataset.ts'
 import { writeModelCard } from './model-card.ts'
+import { EOS_TOKEN } from '../generate-model/tokenizer-files.ts'
 import { configFiles, DATA_SEED, MODEL_DIR, QUANTIZED_GRAPH, SCHEDULE, SHAPE, WORK_DIR } from './recipe.ts'
 
 const PYTHON = '/usr/bin/python3'
@@ -50,7 +51,8 @@ function prepareData(): void {
 
 function trainAndExport(): void {
   const spec = join(WORK_DIR, 'recipe.json')
-  json(spec, { model: SHAPE, train: SCHEDULE })
+  const tokenizer = new Tokenizer(...(['tokenizer.json', 'tokenizer_config.json'].map((f) => JSON.parse(readFileSync(join(MODEL_DIR, f), 'utf8'))) as [object, object]))
+  json(spec, { model: SHAPE, train: { ...SCHEDULE, end_of_text: tokenizer.token_to_id(EOS_TOKEN) } })
   // The float32 export stays in WORK_DIR (eval.ts compares it); the 4-bit graph is what ships.
   run([join(HERE, 'train.py'), WORK_DIR, WORK_DIR, spec], MALLOC_ENV)
   mkdirSync(join(MODEL_DIR, 'onnx'), { recursive: true })

@@ -154,6 +154,7 @@ async function main(): Promise<void> {
     writeFileSync(join(tmp, 'parse.json'), JSON.stringify(cases.completion.map((c, i) => ({ prompt: c.prompt, completion: completions[i]!.text }))))
     const parsed = JSON.parse(python(['eval_cases.py', 'parse', join(tmp, 'parse.json')])) as { parsed: number; total: number }
     result.parse_rate = round(parsed.parsed / parsed.total, 3)
+    result.parsed = parsed.parsed
     result.parse_cases = parsed.total
     console.log(`code that parses: ${parsed.parsed} of ${parsed.total}`)
 
@@ -162,6 +163,7 @@ async function main(): Promise<void> {
     else {
       const exact = infills.filter((r, i) => r.status === 200 && r.text.split('\n')[0] === cases.infill[i]!.line.replace(/\n$/, '')).length
       result.infill_exact_line = round(exact / infills.length, 3)
+      result.infill_exact = exact
       console.log(`infill: ${exact} of ${infills.length} lines exact`)
     }
     result.infill_cases = infills.length

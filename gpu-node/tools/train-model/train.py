@@ -141,8 +141,16 @@ def export(model, c, path):
         torch.onnx.export(wrapper, args, path, input_names=['input_ids', 'attention_mask', 'position_ids'] + past, output_names=['logits'] + present, dynamic_axes=axes, opset_version=14, do_constant_folding=True)
 
 
-def windows(data, rng, batch, length):
+def windows(data, rng, batch, length, sample_starts, aligned_share):
+    """
+    `batch` windows of length + 1 ids: a share `aligned_share` of them start where a sample starts (after an
+    end-of-text), so a fill-in-the-middle sample is seen whole, its middle after its prefix and
+    suffix; the rest start anywhere, so every position of a long chunk is trained on.
+    """
+    aligned = sample_starts[sample_starts < len(data) - length - 1]
     starts = rng.integers(0, len(data) - length - 1, size=batch)
+    take = rng.random(size=batch) < aligned_share
+    starts[take] = aligned[rng.integers(0, len(aligned), size=int(take.sum()))]
     x = np.stack([data[s:s + length + 1] for s in starts]).astype(np.int64)
     return torch.from_numpy(x)
 
@@ -173,6 +181,7 @@ def main(work, out, config_path):
     rng = np.random.default_rng(t['seed'])
     train = np.fromfile(os.path.join(work, 'train.bin'), dtype=np.uint16)
     val = np.fromfile(os.path.join(work, 'val.bin'), dtype=np.uint16)
+    sample_starts = np.concatenate([[0], np.flatnonzero(train == t['end_of_text']) + 1])
     model = Llama(c)
     for name, p in model.named_parameters():
         if p.dim() >= 2:
@@ -193,7 +202,7 @@ def main(work, out, config_path):
             g['lr'] = lr
         long = step >= long_from
         length, batch = (c['max_position_embeddings'], t['batch_tokens'] // c['max_position_embeddings']) if long else (t['short_context'], t['batch_tokens'] // t['short_context'])
-        x = windows(train, rng, batch, length)
+        x = windows(train, rng, batch, length, sample_starts, t['aligned_share'])
         with torch.autocast('cpu', dtype=torch.bfloat16):
             logits = model(x[:, :-1])
         loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
