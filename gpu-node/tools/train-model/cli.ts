@@ -15,7 +15,6 @@ import { parseArgs } from 'node:util'
 import { Tokenizer } from '@huggingface/tokenizers'
 import { buildDataset, type Corpus } from './dataset.ts'
 import { writeModelCard } from './model-card.ts'
-import { EOS_TOKEN } from '../generate-model/tokenizer-files.ts'
 import { configFiles, DATA_SEED, MODEL_DIR, QUANTIZED_GRAPH, SCHEDULE, SHAPE, WORK_DIR } from './recipe.ts'
 
 const PYTHON = '/usr/bin/python3'
@@ -51,8 +50,9 @@ function prepareData(): void {
 
 function trainAndExport(): void {
   const spec = join(WORK_DIR, 'recipe.json')
-  const tokenizer = new Tokenizer(...(['tokenizer.json', 'tokenizer_config.json'].map((f) => JSON.parse(readFileSync(join(MODEL_DIR, f), 'utf8'))) as [object, object]))
-  json(spec, { model: SHAPE, train: { ...SCHEDULE, end_of_text: tokenizer.token_to_id(EOS_TOKEN) } })
+  // train.py starts windows after end-of-text: config.json (the data stage's) names its id.
+  const { eos_token_id: endOfText } = JSON.parse(readFileSync(join(MODEL_DIR, 'config.json'), 'utf8')) as { eos_token_id: number }
+  json(spec, { model: SHAPE, train: { ...SCHEDULE, end_of_text: endOfText } })
   // The float32 export stays in WORK_DIR (eval.ts compares it); the 4-bit graph is what ships.
   run([join(HERE, 'train.py'), WORK_DIR, WORK_DIR, spec], MALLOC_ENV)
   mkdirSync(join(MODEL_DIR, 'onnx'), { recursive: true })

@@ -13,8 +13,8 @@
  *   plain samples of their own), so a training window that starts at it (train.py) holds it
  *   whole: prefix, suffix and the middle they predict.
  * - A share of the chat pairs (CHAT_KEEP, seeded) is rendered by the model's own chat template
- *   (the generation prompt), then the answer and `<|im_end|>`. Their answers repeat the corpus's
- *   functions; all of them made 37 % of the ids and taught a code fence after every docstring.
+ *   (the generation prompt), then the answer and `<|im_end|>`. Only a share: their answers repeat
+ *   the corpus's own functions, and in full they taught a code fence after every docstring.
  * - The held-out chunks are plain text: the held-out loss is next-token loss on unseen files.
  * Ids are written as little-endian uint16 (`train.bin`, `val.bin`).
  */

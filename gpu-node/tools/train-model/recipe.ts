@@ -4,10 +4,9 @@
  *
  * The shape: a Llama-style decoder of ~15.7 M parameters (8 layers, width 384, 6 query heads
  * sharing 2 KV heads, SwiGLU 1024, untied LM head), a 4096-token byte-level BPE, 1024 positions.
- * The schedule: 2200 steps of 4096 tokens (~9 M tokens, ~3.3 passes over the training ids), AdamW
+ * The schedule: 2200 steps of 4096 tokens (~9 M tokens, ~2.8 passes over the training ids), AdamW
  * at 1.5e-3 with 60 warm-up steps and a cosine to a tenth; the last quarter at the full context.
- * About an hour on 2 cores: at this size a few passes over the corpus still lower the held-out
- * loss more than a larger model seeing it fewer times.
+ * About an hour on 2 cores.
  */
 import { EOS_TOKEN, IM_END } from '../generate-model/tokenizer-files.ts'
 import { FIM_PAD } from './code-tokenizer.ts'
