@@ -68,8 +68,7 @@ describe('the Miniflare edge', () => {
 
   it('gives workerd the V8 flags it is started with (through its config, as Miniflare has no option for them)', async () => {
     // These edges build and keep their state in a copy of the fixture: wrangler's build writes
-    // beside its config, and a write in the watched directory would rebuild the suite's edge,
-    // which sets the workerd path for its own flags again while this test reads it.
+    // beside its config, and a write in the watched directory would rebuild the suite's edge.
     const state = mkdtempSync(join(tmpdir(), 'zl-miniflare-edge-flags-'))
     cpSync(dir, state, { recursive: true })
     const gc = async (url: string) => ((await (await fetch(`${url}/gc`, { signal: AbortSignal.timeout(10_000) })).json()) as { gc: string }).gc
@@ -78,6 +77,7 @@ describe('the Miniflare edge', () => {
     const exposed = await startMiniflareEdge({ config: join(state, 'wrangler.toml'), ip: '127.0.0.1', port: 0, envFile: join(state, 'edge.env'), watch: false, persistTo: join(state, 'gc'), v8Flags: ['--optimize-for-size', '--expose-gc'] })
     try {
       expect(await gc(exposed.url)).toBe('function')
+      expect(exposed.workerdPath).toMatch(/workerd-v8-flags\.sh$/)
     } finally {
       await exposed.dispose()
     }
@@ -85,7 +85,7 @@ describe('the Miniflare edge', () => {
     const plain = await startMiniflareEdge({ config: join(state, 'wrangler.toml'), ip: '127.0.0.1', port: 0, envFile: join(state, 'edge.env'), watch: false, persistTo: join(state, 'plain'), v8Flags: [] })
     try {
       expect(await gc(plain.url)).toBe('undefined')
-      expect(process.env.MINIFLARE_WORKERD_PATH).not.toMatch(/workerd-v8-flags\.sh$/)
+      expect(plain.workerdPath).not.toMatch(/workerd-v8-flags\.sh$/)
     } finally {
       await plain.dispose()
       rmSync(state, { recursive: true, force: true })

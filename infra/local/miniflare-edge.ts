@@ -44,6 +44,8 @@ export type MiniflareEdgeOptions = z.infer<typeof MiniflareEdgeOptions>
 
 export interface MiniflareEdge {
   url: string
+  /** What its last (re)start ran as workerd: the flags wrapper, or workerd itself when given no flags. */
+  readonly workerdPath: string
   dispose(): Promise<void>
 }
 
@@ -62,13 +64,14 @@ function miniflaresWorkerd(): string {
  * the wrapper that gives it `flags` (workerd-v8-flags.sh), or workerd itself when there are none.
  * A workerd of the user's own in MINIFLARE_WORKERD_PATH is the one the wrapper runs.
  */
-function useV8Flags(flags: readonly string[]): void {
+function useV8Flags(flags: readonly string[]): string {
   const wrapper = join(import.meta.dirname, 'workerd-v8-flags.sh')
   const chosen = process.env.MINIFLARE_WORKERD_PATH
   const workerd = chosen && chosen !== wrapper ? chosen : (process.env.ZL_WORKERD_PATH ?? miniflaresWorkerd())
   process.env.ZL_WORKERD_PATH = workerd
   process.env.ZL_WORKERD_V8_FLAGS = flags.join(' ')
   process.env.MINIFLARE_WORKERD_PATH = flags.length > 0 ? wrapper : workerd
+  return process.env.MINIFLARE_WORKERD_PATH
 }
 
 /** wrangler's production build of the Worker into `outDir`: worker.js and its text modules. */
@@ -108,6 +111,7 @@ export async function startMiniflareEdge(input: z.input<typeof MiniflareEdgeOpti
   const outDir = join(mkdtempSync(join(tmpdir(), 'zl-miniflare-edge-')), 'out')
   // Ends a build still running when the edge is disposed (a rebuild a last change started).
   const disposed = new AbortController()
+  let workerdPath = ''
 
   const options = async () => {
     await buildWithWrangler(configPath, outDir, disposed.signal)
@@ -118,7 +122,7 @@ export async function startMiniflareEdge(input: z.input<typeof MiniflareEdgeOpti
     const mainName = basename(main).replace(/\.[cm]?[jt]sx?$/, '.js')
     const { modulesRules: _rules, ...rest } = workerOptions
     // Set again before every (re)start: workerd reads them from this process's environment.
-    useV8Flags(o.v8Flags)
+    workerdPath = useV8Flags(o.v8Flags)
     return {
       host: o.ip,
       port: o.port,
@@ -165,6 +169,9 @@ export async function startMiniflareEdge(input: z.input<typeof MiniflareEdgeOpti
   }
   return {
     url: url.origin,
+    get workerdPath() {
+      return workerdPath
+    },
     dispose: async () => {
       for (const w of watchers) w.close()
       disposed.abort()
