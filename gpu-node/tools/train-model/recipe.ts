@@ -45,7 +45,7 @@ export const SCHEDULE = {
   aligned_share: 0.5,
 }
 
-/** The dataset's own seed (which chunks become fill-in-the-middle samples, and where they are cut). */
+/** The dataset's own seed (which spans become fill-in-the-middle samples, and where they are cut). */
 export const DATA_SEED = 1
 
 /** config.json and generation_config.json, transformers' names; `ids` from the trained tokenizer. */
