@@ -5,7 +5,7 @@ describe('parseNodeConfig', () => {
   it('fills the documented defaults', () => {
     const c = parseNodeConfig({ EDGE_SHARED_SECRET: 's3cret' })
     expect(c).toMatchObject({
-      modelDir: 'models/tiny',
+      modelDir: 'trained/zl-code',
       host: '127.0.0.1',
       port: 9101,
       limits: { maxBatch: 32, maxQueue: 256, kvBudgetBytes: 512 * 1024 * 1024, prefillChunkTokens: 128 },

@@ -15,8 +15,8 @@ const optionalString = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v))
 
-/** The model a node serves when MODEL_DIR is not set: the generated tiny preset. */
-export const DEFAULT_MODEL_DIR = 'models/tiny'
+/** The model a node serves when MODEL_DIR is not set: the trained code model (trained/zl-code/README.md). */
+export const DEFAULT_MODEL_DIR = 'trained/zl-code'
 
 const EnvSchema = z.object({
   MODEL_DIR: z.string().min(1).default(DEFAULT_MODEL_DIR),

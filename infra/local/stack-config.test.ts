@@ -44,7 +44,7 @@ describe('stack layout', () => {
 
 describe('parseStackFlags', () => {
   it('reads --nodes-per-region (default 1) beside the other flags', () => {
-    expect(parseStackFlags([], {})).toMatchObject({ regions: 3, nodesPerRegion: 1, edge: 'miniflare', modelDir: 'models/tiny', devApiKey: LOCAL.devApiKey })
+    expect(parseStackFlags([], {})).toMatchObject({ regions: 3, nodesPerRegion: 1, edge: 'miniflare', modelDir: 'trained/zl-code', devApiKey: LOCAL.devApiKey })
     expect(parseStackFlags(['--nodes-per-region', '2', '--regions', '1', '--edge', 'node'], { DEV_API_KEY: 'zl-x' })).toMatchObject({ regions: 1, nodesPerRegion: 2, edge: 'node', devApiKey: 'zl-x' })
     expect(() => parseStackFlags(['--nodes-per-region', '0'], {})).toThrow('--nodes-per-region')
     expect(() => parseStackFlags(['--nodes-per-region', '9'], {})).toThrow('--nodes-per-region')

@@ -7,12 +7,13 @@ import { parseArgs } from 'node:util'
 import { z } from 'zod'
 import { DEFAULT_EDGE_KIND, EDGE_KINDS, LOCAL, MAX_NODES_PER_REGION, REGIONS, regionsFor, type StackOptions } from './stack-config.ts'
 import { parseWanFlags } from './stack-wan.ts'
+import { DEFAULT_MODEL_DIR } from '../../gpu-node/src/config.ts'
 
 const Flags = z.object({
   regions: z.coerce.number().int().min(1).max(9).default(REGIONS.length),
   'nodes-per-region': z.coerce.number().int().min(1).max(MAX_NODES_PER_REGION).default(1),
   edge: z.enum(EDGE_KINDS).default(DEFAULT_EDGE_KIND),
-  model: z.string().min(1).default('models/tiny'),
+  model: z.string().min(1).default(DEFAULT_MODEL_DIR),
   // stack-config.ts nodeNice: the simulated edge keeps the CPU a separate machine would give it.
   'node-nice': z.coerce.number().int().min(0).max(19).default(10),
 })

@@ -42,17 +42,17 @@ function ending(frames: readonly RawFrame[]): unknown[] {
 }
 
 /** Cuts `full` between its writes (before the first content, and after each) and checks each continuation. */
-async function expectExactAtEveryCut(path: Path, body: unknown, extraHeaders: Record<string, string> = {}): Promise<RawFrame[]> {
+async function expectExactAtEveryCut(path: Path, body: unknown, extraHeaders: Record<string, string> = {}, on: GpuNodeProcess = node): Promise<RawFrame[]> {
   // The edge sends a continuation with the original request id: the response ids are built from it.
   const headers = { 'x-request-id': `resume-${Math.random().toString(36).slice(2)}`, ...extraHeaders }
-  const full = await streamFrames(node.url, path, body, { ...RESUMABLE, ...headers })
+  const full = await streamFrames(on.url, path, body, { ...RESUMABLE, ...headers })
   expect(full.status).toBe(200)
   const contentAt = full.frames.flatMap((f, i) => (f.id ? [i] : []))
   expect(contentAt.length).toBeGreaterThan(2)
   const allTokens = deliveredAfter(full.frames, full.frames.length)
   for (const cut of writeEnds(full.frames)) {
     const delivered = deliveredAfter(full.frames, cut)
-    const cont = await streamFrames(node.url, path, body, { ...RESUMABLE, ...headers, 'x-zl-resume': resumeHeader(delivered, flushedAfter(full.frames, cut)) })
+    const cont = await streamFrames(on.url, path, body, { ...RESUMABLE, ...headers, 'x-zl-resume': resumeHeader(delivered, flushedAfter(full.frames, cut)) })
     expect(cont.status).toBe(200)
     // No preamble: the first frame is content or the ending.
     expect(joinText(cont.frames.filter((f) => !f.id))).toBe('')
@@ -111,6 +111,27 @@ describe('continuing a stream after k delivered tokens gives the undisturbed ans
       if (run.frames.some((f) => (f.id?.tokens.length ?? 0) > 1 && /[^\x00-\x7f]/.test(f.text))) found = await expectExactAtEveryCut('/v1/chat/completions', body)
     }
     expect(found).toBeDefined()
+  })
+})
+
+describe('on the trained default model (zl-code: 4-bit graph, a learned token distribution)', () => {
+  let zl: GpuNodeProcess
+  beforeAll(async () => {
+    zl = await startGpuNode({ env: { MODEL_DIR: 'trained/zl-code' } })
+  })
+  afterAll(async () => {
+    await zl?.kill()
+  })
+
+  it('a code completion, greedy, and an infill with suffix, seeded', async () => {
+    const base = { model: zl.model, max_tokens: 24, stream: true, stream_options: { include_usage: true } }
+    await expectExactAtEveryCut('/v1/completions', { ...base, prompt: 'def read_lines(path):\n    """Return the lines of a file."""\n', temperature: 0 }, {}, zl)
+    await expectExactAtEveryCut('/v1/completions', { ...base, prompt: 'def mean(xs):\n', suffix: '    return total / len(xs)\n', temperature: 0.8, seed: 7 }, {}, zl)
+  })
+
+  it('a chat answer, seeded', async () => {
+    const body = { model: zl.model, messages: [{ role: 'user', content: 'Write a Python function `is_even(n)`.' }], max_tokens: 24, stream: true, temperature: 0.7, seed: 3 }
+    await expectExactAtEveryCut('/v1/chat/completions', body, {}, zl)
   })
 })
 

@@ -12,6 +12,7 @@ import { readModelDir, type ModelDir } from './model-dir.ts'
 import { ModelStep } from './model-step.ts'
 import { kvBytesPerToken, toModelInfo, type Batching, type ModelInfo, type ModelRunner, type StepPlan } from './runner.ts'
 import { batchCouplingOps } from './graph-ops.ts'
+import { openModelSession } from './open-session.ts'
 import { readSessionIo } from './session-io.ts'
 import { SLOT_STEP, SlotKvCache } from './slot-kv-cache.ts'
 import { ModelTokenizer } from './tokenizer.ts'
@@ -47,7 +48,9 @@ class SharedPositions extends SlotKvCache {
 }
 
 async function inProcessEngine(dir: ModelDir, cache?: (io: ReturnType<typeof readSessionIo>) => BatchCache, budget?: { tokens: number; observer: EngineObserver }, batching?: Batching) {
-  const session = await ort.InferenceSession.create(dir.onnxPath, ONE_THREAD)
+  // As a node opens it: an Optimum graph (zl-code) gets the slot KV edit; the copies generated on
+  // the concat path here stay on it.
+  const { session } = await openModelSession(dir.onnxPath, ONE_THREAD, { config: dir.config, slotKvEdit: !dir.onnxPath.startsWith(concatRoot) })
   const io = readSessionIo(session, dir.config)
   const info = { ...toModelInfo(dir, { ...io, couplingOps: batchCouplingOps(dir.onnxPath) }), ...(batching ? { batching } : {}) }
   const kvBudgetBytes = budget ? budget.tokens * info.kvBytesPerToken : 1 << 30
@@ -71,6 +74,8 @@ afterAll(() => rmSync(concatRoot, { recursive: true, force: true }))
 const MODELS = [
   ['tiny', 'slots', 'models/tiny'],
   ['tiny-llama', 'slots', 'models/tiny-llama'],
+  // The trained default model: 4-bit MatMulNBits, its slot-KV edit made at load.
+  ['zl-code', 'slots', 'trained/zl-code'],
   ['tiny', 'concat', join(concatRoot, 'tiny')],
   ['tiny-llama', 'concat', join(concatRoot, 'tiny-llama')],
   ['tiny-qwen2', 'slots', join(concatRoot, 'tiny-qwen2')],

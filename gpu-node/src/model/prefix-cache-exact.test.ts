@@ -11,6 +11,7 @@ import { batchCouplingOps } from './graph-ops.ts'
 import { readModelDir, type ModelDir } from './model-dir.ts'
 import { ModelStep } from './model-step.ts'
 import { toModelInfo, type ModelInfo, type ModelRunner, type StepPlan } from './runner.ts'
+import { openModelSession } from './open-session.ts'
 import { readSessionIo } from './session-io.ts'
 import { ModelTokenizer } from './tokenizer.ts'
 import { InProcessRunner } from '../../test/support/in-process-runner.ts'
@@ -20,7 +21,7 @@ import { InProcessRunner } from '../../test/support/in-process-runner.ts'
  * the cache as with PREFIX_CACHE_MB=0 — alone, batched, concurrently with requests sharing the
  * same prefix, after evictions, for prompts whose shared part ends mid-block and for follow-up
  * turns whose prompt holds the previous answer (generated blocks) — on both KV layouts (slot,
- * concat) and both position schemes (learned: tiny; RoPE: tiny-llama). The controls save each
+ * concat) and both position schemes (learned: tiny; RoPE: tiny-llama, and the trained zl-code). The controls save each
  * block one token off (a wrong position) or hand a prefill another block's KV (a stale block):
  * both must change tokens, so the test can fail.
  */
@@ -30,7 +31,9 @@ const CHUNK = 16
 type Rewrite = (plan: StepPlan) => StepPlan
 
 async function engineFor(dir: ModelDir, prefixCacheBlocks: number, rewrite?: Rewrite, budget?: { tokens: number; onPreempted: () => void }): Promise<Engine> {
-  const session = await ort.InferenceSession.create(dir.onnxPath, ONE_THREAD)
+  // As a node opens it: an Optimum graph (zl-code) gets the slot KV edit; the copies generated on
+  // the concat path here stay on it.
+  const { session } = await openModelSession(dir.onnxPath, ONE_THREAD, { config: dir.config, slotKvEdit: !dir.onnxPath.startsWith(root) })
   const io = readSessionIo(session, dir.config)
   const info = toModelInfo(dir, { ...io, couplingOps: batchCouplingOps(dir.onnxPath) })
   const kvBudgetBytes = budget ? budget.tokens * info.kvBytesPerToken : 1 << 30
@@ -83,6 +86,13 @@ async function sequential(engine: Engine, reqs: EngineRequest[]): Promise<Outcom
   return out
 }
 
+/** Tokens of `p` a cache holding `q` serves: their common prefix in whole blocks, short of `p`'s last token. */
+function sharedBlocks(p: readonly number[], q: readonly number[]): number {
+  let n = 0
+  while (n < p.length - 1 && n < q.length && p[n] === q[n]) n++
+  return Math.floor(n / BLOCK) * BLOCK
+}
+
 const texts = (r: { one: Outcome[]; two: Outcome[] }) => [...r.one, ...r.two].map((o) => o.text)
 const cached = (os: Outcome[]) => os.map((o) => o.usage.cachedTokens ?? 0)
 
@@ -95,6 +105,8 @@ afterAll(() => rmSync(root, { recursive: true, force: true }))
 const MODELS = [
   ['tiny', 'slots', 'models/tiny'],
   ['tiny-llama', 'slots', 'models/tiny-llama'],
+  // The trained default model: 4-bit MatMulNBits, RoPE, grouped KV heads.
+  ['zl-code', 'slots', 'trained/zl-code'],
   ['tiny', 'concat', join(root, 'tiny')],
   ['tiny-llama', 'concat', join(root, 'tiny-llama')],
 ] as const
@@ -112,8 +124,11 @@ for (const [preset, kv, path] of MODELS) {
     it('gives the tokens of a run without it, one request at a time, and reports what it reused', async () => {
       const r = await twoTurns(await engineFor(dir, 4096), dir, false)
       expect(texts(r)).toEqual(reference)
-      // Turn 1: after the first, each reuses the system prompt's 5 whole blocks (40 of its 43 tokens).
-      expect(cached(r.one)).toEqual([0, 40, 40, 40, 40, 40])
+      // Turn 1: after the first, each reuses the whole blocks it shares with an earlier prompt (the
+      // system prompt's, for tiny 5 blocks: 40 of its 43 tokens).
+      const prompts = conversation(new ModelTokenizer(dir)).first.map((q) => q.promptTokens)
+      expect(cached(r.one)).toEqual(prompts.map((p, i) => Math.max(0, ...prompts.slice(0, i).map((q) => sharedBlocks(p, q)))))
+      if (preset === 'tiny') expect(cached(r.one)).toEqual([0, 40, 40, 40, 40, 40])
       // Turn 2 reuses its own turn 1, generated tokens included, to the last whole block before its last token.
       r.two.forEach((o, i) => expect(o.usage.cachedTokens).toBeGreaterThan(r.one[i]!.usage.promptTokens - BLOCK))
       expect(r.one[0]!.usage.cacheCreationTokens).toBe(Math.floor(r.one[0]!.usage.promptTokens / BLOCK) * BLOCK)

@@ -48,9 +48,11 @@ export function writeModelCard(modelDir: string): void {
     `| held-out loss, nats per token (perplexity), the shipped 4-bit graph | ${fmt(evaluation?.held_out_loss)} (${fmt(evaluation?.held_out_perplexity)}) |`,
     `| the same, the float32 export it was quantized from (4-bit ÷ float32) | ${fmt(evaluation?.held_out_loss_float32)} (${fmt(evaluation?.quantized_over_float32_loss)}) |`,
     `| held-out functions completed from signature + docstring (≤ 128 tokens, greedy) that parse | ${share(evaluation?.parsed, evaluation?.parse_cases)} (the random \`tiny\` preset: 0) |`,
+    `| the same, among those whose own body fits in 128 tokens | ${share(evaluation?.parsed_fitting, evaluation?.fitting_cases)} |`,
     `| infill: the removed middle line of a held-out function reproduced exactly | ${share(evaluation?.infill_exact, evaluation?.infill_cases)} |`,
     `| TTFT of a 512-token prompt through a GPU node | ${fmt(evaluation?.ttft_512_ms, ' ms')} |`,
     `| tokens/s, one request / 32 at once | ${fmt(evaluation?.tokens_per_s_b1)} / ${fmt(evaluation?.tokens_per_s_b32)} |`,
+    `| the same through \`npm start -- --regions 1\` (its default edge): TTFT, tokens/s alone / 32 at once | ${fmt(evaluation?.stack_ttft_512_ms, ' ms')}, ${fmt(evaluation?.stack_tokens_per_s_b1)} / ${fmt(evaluation?.stack_tokens_per_s_b32)} |`,
     '',
   ]
   writeFileSync(join(modelDir, 'README.md'), lines.join('\n'))
