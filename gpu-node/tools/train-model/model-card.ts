@@ -52,7 +52,7 @@ export function writeModelCard(modelDir: string): void {
     `| infill: the removed middle line of a held-out function reproduced exactly | ${share(evaluation?.infill_exact, evaluation?.infill_cases)} |`,
     `| TTFT of a 512-token prompt through a GPU node | ${fmt(evaluation?.ttft_512_ms, ' ms')} |`,
     `| tokens/s, one request / 32 at once | ${fmt(evaluation?.tokens_per_s_b1)} / ${fmt(evaluation?.tokens_per_s_b32)} |`,
-    `| the same through \`npm start -- --regions 1\` (its default edge): TTFT, tokens/s alone / 32 at once | ${fmt(evaluation?.stack_ttft_512_ms, ' ms')}, ${fmt(evaluation?.stack_tokens_per_s_b1)} / ${fmt(evaluation?.stack_tokens_per_s_b32)} |`,
+    `| the same through \`npm start -- --regions 1\` (its default edge; its nodes run one ONNX Runtime thread each): TTFT, tokens/s alone / 32 at once | ${fmt(evaluation?.stack_ttft_512_ms, ' ms')}, ${fmt(evaluation?.stack_tokens_per_s_b1)} / ${fmt(evaluation?.stack_tokens_per_s_b32)} |`,
     '',
   ]
   writeFileSync(join(modelDir, 'README.md'), lines.join('\n'))
