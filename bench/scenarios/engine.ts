@@ -13,6 +13,7 @@
  *    full load.
  * 5. engine-optimum-layout.ts: decode tokens/s of an Optimum-layout (concat KV) `small` edited
  *    onto the slot KV path at load, against the same weights in the slot layout.
+ * 6. engine-peer.ts: TTFT, decode and 16-at-once tokens/s against transformers.js on one graph.
  */
 import { ensureGeneratedModel } from '../../gpu-node/tools/generate-model/ensure-model.ts'
 import { readModelDir } from '../../gpu-node/src/model/model-dir.ts'
@@ -21,6 +22,7 @@ import type { BenchContext, SectionResult } from '../lib/report-types.ts'
 import { round } from '../lib/stats.ts'
 import { runOptimumLayout } from './engine-optimum-layout.ts'
 import { runOverHttp } from './engine-over-http.ts'
+import { runPeer } from './engine-peer.ts'
 import { OverheadProbe } from './engine-overhead.ts'
 import { runPoisson } from './engine-poisson.ts'
 import { closeEngineRig, NEW_TOKENS, PROMPT_TOKENS, startEngineRig, STATIC_WAIT_MS, STREAMS, warmUp } from './engine-rig.ts'
@@ -40,8 +42,9 @@ export async function runEngine(ctx: BenchContext, opts: EngineOptions = {}): Pr
   const inProcess = await runInProcess(ctx, modelDir, ep, raw, notes)
   const optimumLayout = await runOptimumLayout(ctx, ep, raw, notes)
   const overHttp = await runOverHttp(ctx, modelDir, raw, notes)
+  const peer = await runPeer(ctx, raw, notes)
   return {
-    figures: { ...inProcess.figures, optimum_layout_over_slot_tokens_per_s: optimumLayout, ...overHttp },
+    figures: { ...inProcess.figures, optimum_layout_over_slot_tokens_per_s: optimumLayout, ...overHttp, ...peer },
     raw,
     notes,
     chart: inProcess.chart,
