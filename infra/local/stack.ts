@@ -109,6 +109,9 @@ function nodeSpec(opts: StackOptions, n: StackNode): ServiceSpec {
     args: [...TSX, 'gpu-node/src/main.ts'],
     env: { ...nodeEnv(opts, n), ...NODE_MALLOC_ENV },
     ready: () => httpAnswers(`http://${LOCAL.host}:${n.port}/readyz`),
+    // As the edge's: a fresh clone's first start transpiles the node's sources, and several nodes
+    // doing so at once beside a loaded test run took past 60 s on 2 cores.
+    readyTimeoutMs: 120_000,
     critical: false,
     ...(opts.nodeNice ? { nice: opts.nodeNice } : {}),
   }

@@ -24,7 +24,7 @@ beforeAll(async () => {
   const nodes = stackNodes(stack.running.opts)
   nodeUrls = nodes.map((n) => `http://127.0.0.1:${n.port}`)
   nodeServices = nodes.map((n) => n.service)
-}, 120_000)
+})
 afterAll(async () => {
   await stack?.stop()
 })
