@@ -2,8 +2,8 @@
  * 6. The engine beside transformers.js (the library a Node.js user would pick instead) on the
  * same graph: a 58.5 M-parameter GPT-2 written by test/torch's classes (rig/gpt2_peer_model.py),
  * float32, `onnx/model.onnx`, which both load — our GPU node (HTTP, slot KV edit at load, as
- * served) and transformers.js @ TRANSFORMERS_JS_VERSION in its own process (generate(), in
- * process, no HTTP), both on 2 intra-op threads.
+ * served, its prefix cache off) and transformers.js @ TRANSFORMERS_JS_VERSION in its own process
+ * (generate(), in process, no HTTP), both on 2 intra-op threads.
  *
  * Rounds alternate which side goes first. Before each request the other side is given
  * PAUSE_MS: ONNX Runtime's intra-op threads spin for a while after a run, and a request sent
@@ -70,25 +70,17 @@ function startPeer(root: string, modelDir: string): Promise<{ ask: (texts: strin
   const worker = join(root, 'peer-worker.mjs')
   copyFileSync(join(import.meta.dirname, '..', 'rig', 'transformers-js-peer.mjs'), worker)
   const child = fork(worker, [resolve(modelDir), String(THREADS)], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
-  // One request at a time: the answer (or the exit) settles the one waiting.
-  let waiting: { done: (a: PeerAnswer) => void; fail: (e: Error) => void } | undefined
-  let ready: (() => void) | undefined
-  child.on('message', (m) => {
-    if (ready) {
-      ready()
-      ready = undefined
-    } else waiting?.done(m as PeerAnswer)
-  })
+  // One message at a time: the next one (its readiness, then each answer) or its exit settles the one waiting.
+  let waiting: { done: (m: unknown) => void; fail: (e: Error) => void } | undefined
+  child.on('message', (m) => waiting?.done(m))
   child.on('exit', (code) => waiting?.fail(new Error(`transformers.js peer exited (${code})`)))
-  const ask = (texts: string[], maxTokens: number) =>
-    new Promise<PeerAnswer>((done, fail) => {
-      waiting = { done, fail }
-      child.send({ texts, maxTokens })
-    })
-  return new Promise((done, fail) => {
-    ready = () => done({ ask, child })
-    waiting = { done: () => {}, fail }
-  })
+  const next = () => new Promise<unknown>((done, fail) => (waiting = { done, fail }))
+  const ask = (texts: string[], maxTokens: number) => {
+    const answer = next() as Promise<PeerAnswer>
+    child.send({ texts, maxTokens })
+    return answer
+  }
+  return next().then(() => ({ ask, child }))
 }
 
 const pause = () => new Promise((r) => setTimeout(r, PAUSE_MS))
@@ -103,7 +95,8 @@ export async function runPeer(ctx: BenchContext, raw: Record<string, unknown>, n
   }
   const root = ensureTransformersJs((l) => ctx.log(l))
   const tok = new ModelTokenizer(readModelDir(modelDir))
-  const node = await startGpuNode({ modelDir, env: { INTRA_OP_THREADS: String(THREADS) } })
+  // No prefix cache: the peer has none, and the few distinct prompts come back every other round.
+  const node = await startGpuNode({ modelDir, env: { INTRA_OP_THREADS: String(THREADS), PREFIX_CACHE_MB: '0' } })
   const peer = await startPeer(root, modelDir)
   const agent = benchAgent()
   const ours = (text: string, maxTokens: number) =>
