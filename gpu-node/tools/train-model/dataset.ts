@@ -9,8 +9,8 @@
  *   order: `<fim_prefix>` prefix `<fim_suffix>` suffix `<fim_middle>` middle `<|endoftext|>`,
  *   each part encoded on its own, as an editor's request is; the spans between stay the chunk's
  *   plain text, then `<|endoftext|>`. Cutting every span, not one per chunk, gives ~3× the
- *   distinct samples for the same tokens: with one per chunk (~1300 samples) the model never
- *   learned to read the suffix (0 of 150 held-out lines exact). Half the samples cut at two
+ *   distinct samples for the same tokens: with one per chunk the model did not learn to read
+ *   the suffix. Half the samples cut at two
  *   random characters (a cursor mid-line), half take out 1–4 whole lines (a cursor on a fresh
  *   line, what an editor asks most): with character cuts alone the model rarely saw a middle
  *   that starts a line.

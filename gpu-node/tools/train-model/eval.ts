@@ -123,9 +123,8 @@ async function speed(url: string, model: string, longs: readonly string[], heade
   const ttfts: number[] = []
   for (const long of longs) {
     const started = performance.now()
-    const res = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ model, prompt: long, max_tokens: 1, temperature: 0 }) })
-    if (res.status !== 200) throw new Error(`${url}: ${res.status} for the 512-token prompt`)
-    await res.json()
+    const { status } = await complete(url, model, { prompt: long, max_tokens: 1 }, headers)
+    if (status !== 200) throw new Error(`${url}: ${status} for the 512-token prompt`)
     ttfts.push(performance.now() - started)
   }
   const rate = async (concurrent: number) => {
