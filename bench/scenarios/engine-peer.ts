@@ -16,7 +16,7 @@
  *   16 (equal length: its best case, no padding); tokens/s over the whole wall time, and our p99
  *   TTFT against the peer's first token (every row of a batch gets it together).
  * - greedy: the b1 decode rows, our text against the peer's ids decoded by the same tokenizer.
- *   A row that differs counts as different: a split at a float tie is not told apart.
+ *   A row that parts from the peer's counts as equal only at a float tie (lib/float-tie.ts).
  */
 import { fork, spawnSync, type ChildProcess } from 'node:child_process'
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -28,10 +28,12 @@ import { generateModel } from '../../gpu-node/tools/generate-model/generate-mode
 import { benchAgent, sendRequest } from '../load/client.ts'
 import { buildBody } from '../load/dialects.ts'
 import { ensureTransformersJs, TRANSFORMERS_JS_VERSION } from '../lib/peer-transformers-js.ts'
+import { greedySplit, TIE } from '../lib/float-tie.ts'
 import { textPromptOfLength } from '../lib/prompts.ts'
+import { runPrefillPaths } from './engine-prefill-paths.ts'
 import type { BenchContext } from '../lib/report-types.ts'
 import { startGpuNode } from '../lib/services.ts'
-import { percentile, round } from '../lib/stats.ts'
+import { median, percentile, round } from '../lib/stats.ts'
 
 const MODEL_DIR = 'models/.bench/gpt2-58m'
 const PYTHON = '/usr/bin/python3'
@@ -84,7 +86,6 @@ function startPeer(root: string, modelDir: string): Promise<{ ask: (texts: strin
 }
 
 const pause = () => new Promise((r) => setTimeout(r, PAUSE_MS))
-const median = (xs: readonly number[]) => percentile(xs, 50)
 
 export async function runPeer(ctx: BenchContext, raw: Record<string, unknown>, notes: string[]): Promise<Record<string, number | null>> {
   const none = { ttft_b1_over_transformers_js: null, decode_b1_over_transformers_js: null, c16_tokens_per_s_over_transformers_js_batched: null, c16_p99_ttft_over_transformers_js_batched: null, greedy_equal_to_transformers_js: null }
@@ -93,6 +94,7 @@ export async function runPeer(ctx: BenchContext, raw: Record<string, unknown>, n
     notes.push(`transformers.js comparison skipped: ${PYTHON} with torch could not write the shared graph (apt-get install python3-torch python3-onnx)`)
     return none
   }
+  raw.prefill_paths = await runPrefillPaths(ctx, modelDir, THREADS, PROMPT)
   const root = ensureTransformersJs((l) => ctx.log(l))
   const tok = new ModelTokenizer(readModelDir(modelDir))
   // No prefix cache: the peer has none, and the few distinct prompts come back every other round.
@@ -106,6 +108,7 @@ export async function runPeer(ctx: BenchContext, raw: Record<string, unknown>, n
   const c16 = { ours: { tps: [] as number[], p99: [] as number[] }, peer: { tps: [] as number[], first: [] as number[] } }
   let equal = 0
   let rows = 0
+  const differing: Array<{ prompt: number[]; ours: string; theirs: number[] }> = []
   try {
     ctx.log(`transformers.js ${TRANSFORMERS_JS_VERSION} beside the node on ${modelDir}: ${rounds} rounds after 2 warm-ups, ${PAUSE_MS} ms between sides`)
     for (let round_ = -2; round_ < rounds; round_++) {
@@ -149,12 +152,17 @@ export async function runPeer(ctx: BenchContext, raw: Record<string, unknown>, n
       if (round_ < 0) continue
       rows++
       if (oursText === tok.decode(peerIds)) equal++
+      else differing.push({ prompt: tok.encodeText(decodeText), ours: oursText, theirs: peerIds })
     }
   } finally {
     await agent.close()
     peer.child.kill()
     await node.stop()
   }
+  // After both sides stopped: a row that parts from the peer's is read again from the graph.
+  const splits = []
+  for (const d of differing) splits.push(await greedySplit(readModelDir(modelDir), tok, d.prompt, d.ours, d.theirs))
+  const ties = splits.filter((x) => x.tie).length
   const m = (xs: number[]) => round(median(xs), 2)
   raw.peer = {
     library: `@huggingface/transformers@${TRANSFORMERS_JS_VERSION}`,
@@ -167,13 +175,14 @@ export async function runPeer(ctx: BenchContext, raw: Record<string, unknown>, n
     c16_tokens_per_s: { ours: m(c16.ours.tps), peer_batched: m(c16.peer.tps) },
     c16_ttft_ms: { ours_p99: m(c16.ours.p99), peer_batched_first: m(c16.peer.first) },
     greedy_rows_equal: `${equal} of ${rows}`,
+    greedy_splits: splits.map((x) => ({ at: x.at, gap: x.gap === undefined ? null : round(x.gap, 6), tie: x.tie })),
   }
-  notes.push(`transformers.js comparison: our TTFT is over HTTP, the peer's in process; a greedy row that differs counts as different (float ties are not told apart); ${PAUSE_MS} ms between sides so neither meets the other's spinning threads`)
+  notes.push(`transformers.js comparison: our TTFT is over HTTP, the peer's in process; a greedy row that parts from the peer's counts as equal only where it parts at a float tie (the peer's token within ${TIE} of the top logit, read from the graph as exported); ${PAUSE_MS} ms between sides so neither meets the other's spinning threads`)
   return {
     ttft_b1_over_transformers_js: round(median(b1.ours.ttft) / median(b1.peer.ttft)),
     decode_b1_over_transformers_js: round(median(b1.ours.decode) / median(b1.peer.decode)),
     c16_tokens_per_s_over_transformers_js_batched: round(median(c16.ours.tps) / median(c16.peer.tps)),
     c16_p99_ttft_over_transformers_js_batched: round(median(c16.ours.p99) / median(c16.peer.first)),
-    greedy_equal_to_transformers_js: round(equal / rows),
+    greedy_equal_to_transformers_js: round((equal + ties) / rows),
   }
 }

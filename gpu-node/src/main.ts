@@ -94,10 +94,11 @@ async function main(log: Logger): Promise<void> {
   log.info({ msg: 'ready', url, region: config.region, model, ...loaded.served, batching: loaded.info.batching, kvType: loaded.info.kvType, ...kvLog(loaded.info), nodeId: config.nodeId, pid: process.pid, registry: Boolean(heartbeat) })
 }
 
-/** The ready line's KV interface, whether the graph was edited at load to get it, and why (model/kv-path.ts). */
-function kvLog(info: ModelInfo): { kvCache?: string; kvCacheEdited?: boolean; kvCacheWhy?: string } {
-  if (!info.kvPath) return {}
-  return { kvCache: info.kvPath.kvCache, kvCacheEdited: info.kvPath.edited, kvCacheWhy: info.kvPath.why }
+/** The ready line's KV interface and logits positions, whether the graph was edited at load to get them, and why (model/kv-path.ts, model/last-logits-edit.ts). */
+function kvLog(info: ModelInfo): { kvCache?: string; kvCacheEdited?: boolean; kvCacheWhy?: string; lastLogitsOnly?: boolean; logitsWhy?: string } {
+  const logits = info.logitsPath ? { lastLogitsOnly: info.logitsPath.lastOnly, logitsWhy: info.logitsPath.why } : {}
+  if (!info.kvPath) return logits
+  return { kvCache: info.kvPath.kvCache, kvCacheEdited: info.kvPath.edited, kvCacheWhy: info.kvPath.why, ...logits }
 }
 
 function readConfig(): NodeConfig {

@@ -1,5 +1,4 @@
-import { closeSync, fstatSync, openSync } from 'node:fs'
-import { FileReader, forEachField } from './proto-file.ts'
+import { forEachField, withFileReader, type FileReader } from './proto-file.ts'
 
 /**
  * Operators whose numbers for one row depend on the other rows of the batch: dynamic activation
@@ -23,17 +22,13 @@ export function batchCouplingOps(path: string): string[] {
  * attribute 5; AttributeProto.g 6, graphs 11.
  */
 export function readGraphOps(path: string): Set<string> {
-  const fd = openSync(path, 'r')
-  try {
-    const file = new FileReader(fd, fstatSync(fd).size)
+  return withFileReader(path, (file) => {
     const ops = new Set<string>()
     forEachField(file, 0, file.size, ({ field, wire, start, end }) => {
       if (field === 7 && wire === 2) readGraph(file, start, end, ops)
     })
     return ops
-  } finally {
-    closeSync(fd)
-  }
+  })
 }
 
 function readGraph(file: FileReader, start: number, end: number, ops: Set<string>): void {

@@ -8,8 +8,10 @@ import { FileReader, forEachField, type ProtoField } from './proto-file.ts'
  * them. Field numbers are onnx.proto's.
  */
 
-/** ModelProto.graph. */
+/** ModelProto.graph, ModelProto.opset_import; OperatorSetIdProto's fields. */
 const MODEL_GRAPH = 7
+const MODEL_OPSET_IMPORT = 8
+const OPSET = { domain: 1, version: 2 } as const
 const GRAPH = { node: 1, initializer: 5, input: 11, output: 12, valueInfo: 13 } as const
 const NODE = { input: 1, output: 2, opType: 4, attribute: 5, domain: 7 } as const
 const ATTRIBUTE = { name: 1, i: 3 } as const
@@ -28,6 +30,8 @@ export interface NodeInfo {
   outputs: string[]
   /** The node's INT attributes (Concat's axis, Cast's to) by name; others are not read. */
   ints: Map<string, bigint>
+  /** Where the node's record lies in the file (an edit rewrites a node from it). */
+  record: ProtoField
 }
 
 /** One graph dimension: a number, a symbolic name, or unknown. */
@@ -47,6 +51,8 @@ export interface ValueInfo {
 export interface GraphIndex {
   /** The file's size. */
   size: number
+  /** The default (ai.onnx) domain's opset version the model imports; undefined when it names none. */
+  opset?: number
   /** How many ModelProto.graph fields the file has (protobuf would merge several: only 1 is usual). */
   graphFields: number
   /** The graph field's record (tag included) and its payload. */
@@ -62,15 +68,25 @@ export interface GraphIndex {
 export function readGraphIndex(file: FileReader): GraphIndex {
   let graph: ProtoField | undefined
   let graphFields = 0
+  let opset: number | undefined
   forEachField(file, 0, file.size, (f) => {
     if (f.field === MODEL_GRAPH && f.wire === 2) {
       graphFields++
       graph ??= f
+    } else if (f.field === MODEL_OPSET_IMPORT && f.wire === 2) {
+      let domain = ''
+      let version: number | undefined
+      forEachField(file, f.start, f.end, (o) => {
+        if (o.field === OPSET.domain && o.wire === 2) domain = file.text(o.start, o.end)
+        else if (o.field === OPSET.version && o.wire === 0) version = Number(o.value)
+      })
+      if (domain === '' || domain === 'ai.onnx') opset = version
     }
   })
   if (!graph) throw new Error('not an ONNX model (no graph)')
   const index: GraphIndex = {
     size: file.size,
+    ...(opset === undefined ? {} : { opset }),
     graphFields,
     graphRecord: { tagStart: graph.tagStart, start: graph.start, end: graph.end },
     graphFieldRecords: [],
@@ -95,7 +111,7 @@ export function readGraphIndex(file: FileReader): GraphIndex {
 }
 
 function readNode(file: FileReader, n: ProtoField): NodeInfo {
-  const node: NodeInfo = { opType: '', domain: '', inputs: [], outputs: [], ints: new Map() }
+  const node: NodeInfo = { opType: '', domain: '', inputs: [], outputs: [], ints: new Map(), record: n }
   forEachField(file, n.start, n.end, (f) => {
     if (f.wire !== 2) return
     if (f.field === NODE.input) node.inputs.push(file.text(f.start, f.end))

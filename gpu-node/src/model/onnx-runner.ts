@@ -14,6 +14,8 @@ export interface OnnxRunnerOptions {
   kvBudgetBytes?: number
   /** Put Optimum-layout graphs on the slot KV path where exact (open-session.ts; default on). */
   slotKvEdit?: boolean
+  /** Give graphs without num_logits_to_keep that input (open-session.ts; default on; off only to measure against it). */
+  lastLogitsEdit?: boolean
   prefixBlockTokens?: number
   /** A new grammar must compile within this on a trial thread before the model worker compiles it (compile-trial.ts); 0: no trial. */
   compileBudgetMs?: number
@@ -59,6 +61,7 @@ export class OnnxRunner implements ModelRunner {
       ...(opts.intraOpThreads ? { intraOpThreads: opts.intraOpThreads } : {}),
       ...(opts.kvBudgetBytes ? { kvBudgetBytes: opts.kvBudgetBytes } : {}),
       ...(opts.slotKvEdit !== undefined ? { slotKvEdit: opts.slotKvEdit } : {}),
+      ...(opts.lastLogitsEdit !== undefined ? { lastLogitsEdit: opts.lastLogitsEdit } : {}),
       ...(opts.prefixBlockTokens ? { prefixBlockTokens: opts.prefixBlockTokens } : {}),
     }
     const worker = spawnTsWorker(new URL('./runner-worker.ts', import.meta.url), init)

@@ -1,4 +1,4 @@
-import { readSync } from 'node:fs'
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
 
 /**
  * Reading a protobuf (an ONNX file) in place: fields are visited by their byte ranges and only
@@ -52,6 +52,16 @@ export function forEachField(file: FileReader, start: number, end: number, visit
 }
 
 const READ_CHUNK_BYTES = 1 << 30
+
+/** `fn` with a reader over the file at `path`, closed after (also when `fn` throws). */
+export function withFileReader<T>(path: string, fn: (file: FileReader) => T): T {
+  const fd = openSync(path, 'r')
+  try {
+    return fn(new FileReader(fd, fstatSync(fd).size))
+  } finally {
+    closeSync(fd)
+  }
+}
 
 /** Positional reads through a small window, so skipped fields are never read. */
 export class FileReader {

@@ -27,6 +27,8 @@ export interface RunnerWorkerInit {
   kvBudgetBytes?: number
   /** Put Optimum-layout graphs on the slot KV path where exact (open-session.ts; default on). */
   slotKvEdit?: boolean
+  /** Give graphs without num_logits_to_keep that input (open-session.ts; default on). */
+  lastLogitsEdit?: boolean
   /** Tokens per prefix-cache block. */
   prefixBlockTokens?: number
 }
@@ -43,7 +45,7 @@ async function start(init: RunnerWorkerInit): Promise<void> {
       graphOptimizationLevel: 'all' as const,
       ...(init.intraOpThreads ? { intraOpNumThreads: init.intraOpThreads } : {}),
     }
-    const { session, kvPath } = await openModelSession(init.onnxPath, options, { config: init.config, slotKvEdit: init.slotKvEdit ?? true })
+    const { session, kvPath, logitsPath } = await openModelSession(init.onnxPath, options, { config: init.config, slotKvEdit: init.slotKvEdit ?? true, lastLogitsEdit: init.lastLogitsEdit ?? true })
       .catch((e: Error) => {
         throw new Error(`model directory: ${init.onnxFile}: ONNX Runtime could not load it (${init.executionProvider} provider): ${e.message}`)
       })
@@ -51,7 +53,7 @@ async function start(init: RunnerWorkerInit): Promise<void> {
     grammars = init.vocab ? new Grammars(init.vocab, init.eosTokenIds) : undefined
     const vocab = init.vocab ? { tokenPiece: tokenPieces(init.vocab), vocabSize: init.vocab.tokens.length } : {}
     step = new ModelStep(session, io, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes, prefixBlockTokens: init.prefixBlockTokens, ...(grammars ? { grammars } : {}), ...vocab })
-    const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, kvType: io.kvType, hasPositionIds: io.hasPositionIds, couplingOps: batchCouplingOps(init.onnxPath), kvPath }
+    const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, kvType: io.kvType, hasPositionIds: io.hasPositionIds, couplingOps: batchCouplingOps(init.onnxPath), kvPath, logitsPath }
     port.postMessage({ type: 'ready', io: shape })
   } catch (e) {
     port.postMessage({ type: 'fatal', message: (e as Error).message })

@@ -1,5 +1,6 @@
 import type { OutputConstraint, SamplingParams, TokenLogprob } from '../../../shared/src/generation.ts'
 import type { KvPath } from './kv-path.ts'
+import type { LogitsPath } from './last-logits-edit.ts'
 import type { ModelDir } from './model-dir.ts'
 import { bytesPerElement, type KvType } from './tensor-dtype.ts'
 
@@ -21,6 +22,8 @@ export interface ModelInfo {
   batchingWhy?: string
   /** The KV interface the worker drives the graph through, and why (start-up log). */
   kvPath?: KvPath
+  /** Whether a step computes logits only for the positions it samples, and why (start-up log). */
+  logitsPath?: LogitsPath
 }
 
 /**
@@ -46,6 +49,7 @@ export interface SessionShape extends KvShape {
   /** The graph's operators that couple a batch's rows (graph-ops.ts batchCouplingOps). */
   couplingOps: string[]
   kvPath?: KvPath
+  logitsPath?: LogitsPath
 }
 
 /** KV cache bytes per token per sequence: 2 (K and V) × layers × kv heads × head dim × the KV type's bytes (float16: half of float32's). */
@@ -64,6 +68,7 @@ export function toModelInfo(dir: ModelDir, session: SessionShape): ModelInfo {
     eosTokenIds: dir.eosTokenIds,
     ...batchingOf(session),
     ...(session.kvPath ? { kvPath: session.kvPath } : {}),
+    ...(session.logitsPath ? { logitsPath: session.logitsPath } : {}),
   }
 }
 

@@ -139,6 +139,46 @@ for (const preset of ['tiny', 'tiny-llama'] as const) {
       }
     })
 
+    it("feeds a prompt's first chunk no past, and an empty batch takes a lone sequence's buffers without copying them", async () => {
+      const model = readModelDir(join(root, `${preset}-slots`))
+      const session = await ort.InferenceSession.create(model.onnxPath, ONE_THREAD)
+      try {
+        const io = readSessionIo(session, model.config)
+        const prefilled = async () => {
+          const cache = SlotKvCache.forSequence(io, 1)
+          cache.expect(41)
+          const tokens = prompt(1, 40)
+          const widths: number[] = []
+          for (const at of [0, 20]) {
+            const feeds = cache.feeds(BigInt64Array.from(tokens.slice(at, at + 20), (t) => BigInt(t)), 20)
+            widths.push(feeds['past_key_values.0.key']!.dims[2]!, feeds.attention_mask!.dims[1]!)
+            cache.accept(await session.run(feeds), 20)
+          }
+          return { cache, widths, join: cache.join(1, 7) }
+        }
+        const { cache, widths, join: joining } = await prefilled()
+        expect(widths).toEqual([0, 20, cache.capacity, cache.capacity + 20])
+        const batch = new SlotKvCache(io)
+        batch.relayout(new Set(), [joining])
+        const past = () => batch.decodeFeeds()['past_key_values.0.key']!.data as Float32Array
+        expect({ rows: batch.rows, capacity: batch.capacity, held: batch.heldBytes }).toEqual({ rows: 1, capacity: cache.capacity, held: cache.heldBytes })
+        expect(past().buffer).toBe((joining.layers[0]!.key.data as Float32Array).buffer)
+        // A second sequence joining grows the rows, the first one's tokens copied over.
+        const second = await prefilled()
+        batch.relayout(new Set(), [{ ...second.join, seqId: 2 }])
+        expect(batch.rows).toBe(2)
+        expect(past().buffer).not.toBe((joining.layers[0]!.key.data as Float32Array).buffer)
+        // No room for the sequence's buffers: the batch sizes its own.
+        const tight = new SlotKvCache(io)
+        tight.room = () => 0
+        tight.relayout(new Set(), [(await prefilled()).join])
+        expect(tight.rows).toBe(1)
+        expect((tight.decodeFeeds()['past_key_values.0.key']!.data as Float32Array).buffer).not.toBe((joining.layers[0]!.key.data as Float32Array).buffer)
+      } finally {
+        await session.release()
+      }
+    })
+
     it('gives the same tokens with the default slot step', async () => {
       const concat = await run(join(root, `${preset}-concat`))
       const slots = await run(join(root, `${preset}-slots`))

@@ -4,21 +4,12 @@ import { join } from 'node:path'
 import * as ort from 'onnxruntime-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Engine } from '../engine/engine.ts'
-import { GREEDY, type EngineRequest } from '../engine/types.ts'
 import { generateText } from '../../test/support/generate-text.ts'
-import { ONE_THREAD } from '../../test/support/one-thread.ts'
+import { exactnessRequests, openEditedEngine, textsAlone, textsTogether } from '../../test/support/edited-engine.ts'
 import { EXTERNAL_DATA_FILE, generateModel } from '../../tools/generate-model/generate-model.ts'
-import type { BatchCache } from './batch-kv-cache.ts'
-import type { KvPath } from './kv-path.ts'
 import { loadModel } from './load-model.ts'
 import { readModelDir, type ModelDir } from './model-dir.ts'
-import { ModelStep } from './model-step.ts'
-import { openModelSession } from './open-session.ts'
-import { toModelInfo, type ModelInfo, type ModelRunner, type StepPlan } from './runner.ts'
-import { readSessionIo, type SessionIo } from './session-io.ts'
 import { SlotKvCache } from './slot-kv-cache.ts'
-import { ModelTokenizer } from './tokenizer.ts'
-import { InProcessRunner } from '../../test/support/in-process-runner.ts'
 
 /**
  * The slot KV edit (slot-kv-edit.ts) must be exact: an Optimum-layout (concat) graph edited at
@@ -41,36 +32,6 @@ beforeAll(async () => {
   await generateModel({ preset: 'tiny', outDir: path('tiny', 'concat-external'), seed: 42, kvCache: 'concat', externalData: true })
 }, 60_000)
 afterAll(() => rmSync(root, { recursive: true, force: true }))
-
-interface Opened {
-  engine: Engine
-  kvPath: KvPath
-  io: SessionIo
-}
-
-async function open(dir: ModelDir, opts: { slotKvEdit?: boolean; cache?: (io: SessionIo) => BatchCache } = {}): Promise<Opened> {
-  const { session, kvPath } = await openModelSession(dir.onnxPath, ONE_THREAD, { config: dir.config, slotKvEdit: opts.slotKvEdit ?? true })
-  const io = readSessionIo(session, dir.config)
-  const info = toModelInfo(dir, { ...io, couplingOps: [], kvPath })
-  const runner = new InProcessRunner(info, new ModelStep(session, io, info.eosTokenIds, { batch: opts.cache?.(io), kvBudgetBytes: 1 << 30 }))
-  const engine = new Engine({ runner, decoder: new ModelTokenizer(dir), limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 1 << 30, prefillChunkTokens: 16 } })
-  return { engine, kvPath, io }
-}
-
-/** Prompts of 1 to ~20 tokens (longer ones prefilled in chunks of 16) and different output lengths. */
-function requests(dir: ModelDir): EngineRequest[] {
-  const tok = new ModelTokenizer(dir)
-  const prompts = ['Hi', 'The quick brown fox jumps', 'Once upon a time, in a land far away, there lived', 'a', 'Streaming tokens from', 'zerolayer is a global LLM API that routes to the nearest node', '1 2 3 4', 'ok']
-  return prompts.map((p, i) => ({ id: `r${i}`, promptTokens: tok.encodeText(p), maxTokens: 6 + ((i * 7) % 23), stop: [], sampling: GREEDY, priority: 0, ignoreEos: true }))
-}
-
-async function alone(o: Opened, reqs: EngineRequest[]): Promise<string[]> {
-  const out: string[] = []
-  for (const r of reqs) out.push(await generateText(o.engine, { ...r, id: `alone-${r.id}` }))
-  return out
-}
-
-const together = (o: Opened, reqs: EngineRequest[]): Promise<string[]> => Promise.all(reqs.map((r) => generateText(o.engine, r)))
 
 /** The slot layout's classic bug: every row at the longest row's position. */
 class SharedPositions extends SlotKvCache {
@@ -102,20 +63,20 @@ for (const preset of PRESETS) {
     })
 
     it('is applied, and the session then has the slot interface', async () => {
-      const edited = await open(concatDir)
+      const edited = await openEditedEngine(concatDir)
       expect(edited.kvPath).toMatchObject({ kvCache: 'slots', edited: true, why: expect.stringContaining('position_ids') })
       expect(edited.io).toMatchObject({ kvCache: 'slots', presentKey: expect.arrayContaining(['new_key_values.0.key']) })
-      const off = await open(concatDir, { slotKvEdit: false })
+      const off = await openEditedEngine(concatDir, { slotKvEdit: false })
       expect(off.kvPath).toMatchObject({ kvCache: 'concat', edited: false, why: expect.stringContaining('SLOT_KV_EDIT=0') })
       expect(off.io.kvCache).toBe('concat')
     })
 
     it('gives, alone and batched, exactly the texts of the slot layout and of the unedited concat path', async () => {
-      const reqs = requests(concatDir)
-      const slotsAlone = await alone(await open(slotsDir), reqs)
-      const concatAlone = await alone(await open(concatDir, { slotKvEdit: false }), reqs)
-      const editedAlone = await alone(await open(concatDir), reqs)
-      const editedTogether = await together(await open(concatDir), reqs)
+      const reqs = exactnessRequests(concatDir)
+      const slotsAlone = await textsAlone(await openEditedEngine(slotsDir), reqs)
+      const concatAlone = await textsAlone(await openEditedEngine(concatDir, { slotKvEdit: false }), reqs)
+      const editedAlone = await textsAlone(await openEditedEngine(concatDir), reqs)
+      const editedTogether = await textsTogether(await openEditedEngine(concatDir), reqs)
       expect(slotsAlone.every((t) => t.length > 0)).toBe(true)
       expect(concatAlone).toEqual(slotsAlone)
       expect(editedAlone).toEqual(slotsAlone)
@@ -123,10 +84,10 @@ for (const preset of PRESETS) {
     })
 
     it('would catch a wrong position or an unmasked empty slot (controls)', async () => {
-      const reqs = requests(concatDir)
-      const reference = await alone(await open(concatDir), reqs)
-      expect(await together(await open(concatDir, { cache: (io) => new SharedPositions(io) }), reqs)).not.toEqual(reference)
-      expect(await together(await open(concatDir, { cache: (io) => new UnmaskedSlot(io) }), reqs)).not.toEqual(reference)
+      const reqs = exactnessRequests(concatDir)
+      const reference = await textsAlone(await openEditedEngine(concatDir), reqs)
+      expect(await textsTogether(await openEditedEngine(concatDir, { cache: (io) => new SharedPositions(io) }), reqs)).not.toEqual(reference)
+      expect(await textsTogether(await openEditedEngine(concatDir, { cache: (io) => new UnmaskedSlot(io) }), reqs)).not.toEqual(reference)
     })
   })
 }
@@ -134,18 +95,18 @@ for (const preset of PRESETS) {
 describe('the slot KV edit on a graph with external data (model.onnx_data)', () => {
   it('loads from the edited bytes, finds the weights beside model.onnx, and gives the inline texts', async () => {
     const external = readModelDir(path('tiny', 'concat-external'))
-    const reqs = requests(external)
-    const edited = await open(external)
+    const reqs = exactnessRequests(external)
+    const edited = await openEditedEngine(external)
     expect(edited.kvPath).toMatchObject({ kvCache: 'slots', edited: true })
-    expect(await together(edited, reqs)).toEqual(await alone(await open(readModelDir(path('tiny', 'slots'))), reqs))
+    expect(await textsTogether(edited, reqs)).toEqual(await textsAlone(await openEditedEngine(readModelDir(path('tiny', 'slots'))), reqs))
   })
 
   it('runs the same way through the worker-thread runner (the data file outside the working directory)', async () => {
     const { runner, tokenizer } = await loadModel({ intraOpThreads: 1, modelDir: path('tiny', 'concat-external'), executionProvider: 'cpu', kvBudgetBytes: 1 << 30 })
     expect(runner.info.kvPath).toMatchObject({ kvCache: 'slots', edited: true })
     const engine = new Engine({ runner, decoder: tokenizer, limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 1 << 30, prefillChunkTokens: 16 } })
-    const reqs = requests(readModelDir(path('tiny', 'slots'))).slice(0, 4)
-    const reference = await alone(await open(readModelDir(path('tiny', 'slots'))), reqs)
+    const reqs = exactnessRequests(readModelDir(path('tiny', 'slots'))).slice(0, 4)
+    const reference = await textsAlone(await openEditedEngine(readModelDir(path('tiny', 'slots'))), reqs)
     expect(await Promise.all(reqs.map((r) => generateText(engine, r)))).toEqual(reference)
     await engine.close()
   })

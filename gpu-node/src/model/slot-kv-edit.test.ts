@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as ort from 'onnxruntime-node'
@@ -10,8 +10,9 @@ import { writeOnnxModel } from '../../tools/generate-model/onnx-writer.ts'
 import { readModelDir } from './model-dir.ts'
 import { readGraphIndex, type GraphIndex } from './onnx-graph-index.ts'
 import { openModelSession } from './open-session.ts'
-import { FileReader } from './proto-file.ts'
-import { editedModelBytes, matchSlotKv, type SlotKvMatch } from './slot-kv-edit.ts'
+import { withFileReader } from './proto-file.ts'
+import { editedModelBytes } from './graph-edit.ts'
+import { matchSlotKv, slotKvEdit, type SlotKvMatch } from './slot-kv-edit.ts'
 
 /**
  * The slot KV edit's matcher and protobuf editor (slot-kv-edit.ts): which graphs it edits, which
@@ -28,16 +29,7 @@ beforeAll(async () => {
 }, 60_000)
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 
-function withFile<T>(path: string, fn: (file: FileReader) => T): T {
-  const fd = openSync(path, 'r')
-  try {
-    return fn(new FileReader(fd, fstatSync(fd).size))
-  } finally {
-    closeSync(fd)
-  }
-}
-
-const indexOf = (path: string): GraphIndex => withFile(path, readGraphIndex)
+const indexOf = (path: string): GraphIndex => withFileReader(path, readGraphIndex)
 const matchOf = (path: string, config = {}): SlotKvMatch => matchSlotKv(indexOf(path), config)
 
 type Variant = 'plain' | 'cast' | 'axis1' | 'reversed' | 'add' | 'if' | 'no-positions'
@@ -149,10 +141,10 @@ describe('the protobuf edit', () => {
     const before = indexOf(src)
     const m = matchSlotKv(before)
     if (m.kind !== 'edit') throw new Error('expected an edit')
-    const bytes = withFile(src, (f) => editedModelBytes(f, before, m.outputs))
+    const bytes = withFileReader(src, (f) => editedModelBytes(f, before, slotKvEdit(before, m.outputs)))
     writeFileSync(edited, bytes)
     const after = indexOf(edited)
-    const recordBytes = (path: string, index: GraphIndex) => withFile(path, (f) => index.graphFieldRecords.map((r) => f.bytes(r.tagStart, r.end)))
+    const recordBytes = (path: string, index: GraphIndex) => withFileReader(path, (f) => index.graphFieldRecords.map((r) => f.bytes(r.tagStart, r.end)))
     const was = recordBytes(src, before)
     const now = recordBytes(edited, after)
     const replaced = new Set(before.outputs.filter((o) => o.name.startsWith('present.')).map((o) => o.recordStart))
@@ -161,7 +153,7 @@ describe('the protobuf edit', () => {
       if (!replaced.has(r.tagStart)) expect(now[i]!.equals(was[i]!)).toBe(true)
     })
     // Outside the graph field: the same bytes before and after it.
-    const original = withFile(src, (f) => f.bytes(0, before.size))
+    const original = withFileReader(src, (f) => f.bytes(0, before.size))
     expect(bytes.subarray(0, before.graphRecord.tagStart).equals(original.subarray(0, before.graphRecord.tagStart))).toBe(true)
     expect(bytes.subarray(after.graphRecord.end).equals(original.subarray(before.graphRecord.end))).toBe(true)
     expect(after.outputs.map((o) => o.name)).toEqual(['logits', ...m.outputs.map((o) => o.name)])

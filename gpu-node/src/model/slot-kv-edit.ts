@@ -1,6 +1,5 @@
 import { definedNames, type Dim, type GraphIndex, type NodeInfo, type ValueInfo } from './onnx-graph-index.ts'
-import type { FileReader } from './proto-file.ts'
-import { bytesField, concat, intField, lengthPrefix, stringField } from './proto-encode.ts'
+import { GRAPH_FIELD, noEdit, nodeRecord, valueInfoRecord, type GraphEdit } from './graph-edit.ts'
 
 /**
  * The load-time edit that puts an Optimum-layout ("concat") decoder on the slot KV path
@@ -127,76 +126,17 @@ function matchLayer(i: number, kind: KvKind, inputs: Map<string, ValueInfo>, out
   }
 }
 
-/** Bytes of the file, or new bytes. */
-type Piece = { from: number; to: number } | Uint8Array
-
 /**
- * The model with the edit applied. Every byte is the file's except the graph field's length, the
- * replaced `present.*` output records (each becomes its new_key_values output, in its place) and
- * the appended Identity/Cast nodes; the weights are copied straight from the file into the one
- * buffer returned (read once; never held twice).
+ * The edit as records: each replaced `present.*` output record becomes its new_key_values output,
+ * in its place; the Identity/Cast nodes that make them are appended.
  */
-export function editedModelBytes(file: FileReader, index: GraphIndex, outputs: readonly NewKvOutput[]): Buffer {
+export function slotKvEdit(index: GraphIndex, outputs: readonly NewKvOutput[]): GraphEdit {
   const byPresent = new Map(outputs.map((o) => [o.present, o]))
-  const replaced = new Map<number, Uint8Array>()
+  const edit = noEdit()
   for (const o of index.outputs) {
     const n = byPresent.get(o.name)
-    if (n) replaced.set(o.recordStart, bytesField(GRAPH_OUTPUT, valueInfo(n)))
+    if (n) edit.replace.set(o.recordStart, valueInfoRecord(GRAPH_FIELD.output, n.name, n.elemType, n.dims))
   }
-  const graph: Piece[] = []
-  for (const r of index.graphFieldRecords) graph.push(replaced.get(r.tagStart) ?? { from: r.tagStart, to: r.end })
-  for (const o of outputs) graph.push(bytesField(GRAPH_NODE, node(o)))
-  const graphLength = graph.reduce((n, p) => n + pieceLength(p), 0)
-  const { tagStart, end } = index.graphRecord
-  const pieces = merged([{ from: 0, to: tagStart }, lengthPrefix(MODEL_GRAPH, graphLength), ...graph, { from: end, to: index.size }])
-  const out = Buffer.allocUnsafe(pieces.reduce((n, p) => n + pieceLength(p), 0))
-  let at = 0
-  for (const p of pieces) {
-    if (p instanceof Uint8Array) out.set(p, at)
-    else file.readInto(out, at, p.from, p.to)
-    at += pieceLength(p)
-  }
-  return out
-}
-
-const MODEL_GRAPH = 7
-const GRAPH_NODE = 1
-const GRAPH_OUTPUT = 12
-/** TensorProto.DataType / AttributeProto.AttributeType values used here. */
-const ATTRIBUTE_INT = 2
-
-const pieceLength = (p: Piece): number => (p instanceof Uint8Array ? p.byteLength : p.to - p.from)
-
-/** Adjacent file ranges joined, so the copy is a few large reads. */
-function merged(pieces: Piece[]): Piece[] {
-  const out: Piece[] = []
-  for (const p of pieces) {
-    const last = out[out.length - 1]
-    if (!(p instanceof Uint8Array) && last && !(last instanceof Uint8Array) && last.to === p.from) last.to = p.to
-    else out.push(p instanceof Uint8Array ? p : { ...p })
-  }
-  return out
-}
-
-/** ValueInfoProto { name 1, type 2: TypeProto { tensor_type 1: { elem_type 1, shape 2 } } }. */
-function valueInfo(o: NewKvOutput): Uint8Array {
-  const tensor = [intField(1, o.elemType)]
-  if (o.dims) tensor.push(bytesField(2, concat(o.dims.map((d) => bytesField(1, dimension(d))))))
-  return concat([stringField(1, o.name), bytesField(2, bytesField(1, concat(tensor)))])
-}
-
-/** TensorShapeProto.Dimension { dim_value 1 | dim_param 2 }; empty: unknown. */
-function dimension(d: Dim): Uint8Array {
-  if (typeof d === 'number') return intField(1, d)
-  if (typeof d === 'string') return stringField(2, d)
-  return new Uint8Array(0)
-}
-
-/** NodeProto { input 1, output 2, name 3, op_type 4, attribute 5 }: Identity, or Cast back to the past's type. */
-function node(o: NewKvOutput): Uint8Array {
-  const parts = [stringField(1, o.from), stringField(2, o.name), stringField(3, `zerolayer/${o.name}`)]
-  if (o.castTo === undefined) return concat([...parts, stringField(4, 'Identity')])
-  // AttributeProto { name 1, i 3, type 20 }
-  const to = concat([stringField(1, 'to'), intField(3, o.castTo), intField(20, ATTRIBUTE_INT)])
-  return concat([...parts, stringField(4, 'Cast'), bytesField(5, to)])
+  for (const o of outputs) edit.append.push(nodeRecord(o.castTo === undefined ? 'Identity' : 'Cast', [o.from], o.name, o.castTo === undefined ? {} : { to: { int: o.castTo } }))
+  return edit
 }
