@@ -76,6 +76,8 @@ export interface GenerateInput {
   codec: DialectCodec
   gen: GenerateRequest
   body: Uint8Array
+  /** The x-zl-supersede key (shared/src/supersede.ts), validated. */
+  supersede?: string
 }
 
 /** What routes/generate.ts knows once a node answered; latency/observe-request.ts records it. */

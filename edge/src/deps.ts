@@ -16,6 +16,7 @@ import type { ClientSignal, UpstreamFetch } from './proxy/upstream-fetch.ts'
 import type { ReadAlong } from './redis/read-along.ts'
 import type { AffinityMemory } from './routing/affinity-memory.ts'
 import type { NodeRegistry } from './routing/node-registry.ts'
+import type { SupersedeLedger } from './routing/supersede-ledger.ts'
 
 export interface EdgeDeps {
   config: EdgeConfig
@@ -26,6 +27,8 @@ export interface EdgeDeps {
   upstream: UpstreamFetch
   /** Gets one sample per generate request after its response ended (Redis, Analytics Engine). */
   latency?: LatencyRecorder
+  /** Where each supersede group's newest request runs (without one, only a node's own requests supersede each other). */
+  supersede?: SupersedeLedger
   /** Stored responses, which GPU nodes write (GET and DELETE /v1/responses/{id}: 404 without one). */
   responses?: ResponsesStore
   /** Reads the latency histograms for /v1/stats/latency (404 without one). */

@@ -20,6 +20,7 @@ export const API_ERROR_CODES = [
   'upstream_unavailable',
   'timeout',
   'internal',
+  'superseded',
 ] as const
 
 export type ApiErrorCode = (typeof API_ERROR_CODES)[number]

@@ -34,6 +34,9 @@ const STATUS: Readonly<Record<ApiErrorCode, number>> = {
   // Anthropic documents 504 timeout_error; its SDK maps 504 to GatewayTimeoutError.
   timeout: 504,
   internal: 500,
+  // A newer request with the same x-zl-supersede key replaced this one: 409 Conflict, which both
+  // SDKs raise as ConflictError (and would retry, but for x-should-retry: false).
+  superseded: 409,
 }
 
 /** How one dialect shapes errors (each codec has one: `DialectCodec.errors`). */
@@ -61,6 +64,8 @@ export interface RenderedError {
 
 /** Codes that send `x-should-retry: true`: the client did nothing wrong and a retry may succeed. */
 const SHOULD_RETRY: ReadonlySet<ApiErrorCode> = new Set(['rate_limited', 'overloaded'])
+/** Codes that send `x-should-retry: false` where the SDKs would retry the status by default. */
+const SHOULD_NOT_RETRY: ReadonlySet<ApiErrorCode> = new Set(['superseded'])
 
 /** An error answered before any body byte: status, dialect JSON body and headers. */
 export function renderError(shape: ErrorShape, e: unknown): RenderedError {
@@ -86,5 +91,6 @@ function errorHeaders(err: ApiError): Record<string, string> {
     headers['retry-after'] = String(Math.ceil(err.retryAfterMs / 1000))
   }
   if (SHOULD_RETRY.has(err.code)) headers['x-should-retry'] = 'true'
+  if (SHOULD_NOT_RETRY.has(err.code)) headers['x-should-retry'] = 'false'
   return headers
 }

@@ -103,6 +103,80 @@ describe('the prefix cache through the edge', () => {
   })
 })
 
+describe('superseded requests through the edge (x-zl-supersede)', () => {
+  const SUPERSEDE = { 'x-zl-supersede': 'editor-session-1' }
+
+  it('a newer request ends the older stream with a superseded error both SDKs raise, and frees its sequence on the node', async () => {
+    const before = await waitIdle(stack, REGION)
+    const openai = openaiClient(stack.edgeUrl, { apiKey: stack.devApiKey, maxRetries: 2 })
+    const older = await openai.completions.create({ model: MODEL, prompt: 'def complete(', stream: true, ...LONG } as never, { headers: SUPERSEDE })
+    let chunks = 0
+    const olderEnd = rejectionOf(
+      (async () => {
+        for await (const _ of older as unknown as AsyncIterable<unknown>) chunks++
+      })(),
+    )
+    await pollUntil(() => stack.metrics(REGION), (m) => m.value('zl_num_requests_running') === 1, 'the older request running')
+    const newer = await openai.completions.create({ model: MODEL, prompt: 'def complete(x', max_tokens: 4, ignore_eos: true } as never, { headers: SUPERSEDE })
+    expect((newer as { choices: Array<{ finish_reason: string }> }).choices[0]!.finish_reason).toBe('length')
+    const e = await olderEnd
+    expect(e).toBeInstanceOf(OpenAI.APIError)
+    expect((e as InstanceType<typeof OpenAI.APIError>).error).toMatchObject({ code: 'superseded' })
+    expect(chunks).toBeLessThan(LONG.max_tokens)
+    const m = await pollUntil(
+      () => stack.metrics(REGION),
+      (s) => s.count('zl_abort_free_steps') > before.count('zl_abort_free_steps') && s.value('zl_num_requests_running') === 0,
+      'the superseded sequence freed and nothing running',
+    )
+    // Freed within two steps of the abort, as a disconnect is.
+    expect(m.value('zl_abort_free_steps_sum') - before.value('zl_abort_free_steps_sum')).toBeLessThanOrEqual(2)
+    expect(m.value('zl_request_failure_total', { reason: 'superseded' })).toBe(before.value('zl_request_failure_total', { reason: 'superseded' }) + 1)
+  })
+
+  it('a superseded JSON request is a 409 ConflictError the SDK does not retry (Anthropic)', async () => {
+    const before = await waitIdle(stack, REGION)
+    const anthropic = anthropicClient(stack.edgeUrl, { apiKey: stack.devApiKey, maxRetries: 2 })
+    const older = rejectionOf(anthropic.messages.create({ model: MODEL, messages: user('write a function'), ...LONG } as Anthropic.MessageCreateParamsNonStreaming, { headers: SUPERSEDE }))
+    await pollUntil(() => stack.metrics(REGION), (m) => m.value('zl_num_requests_running') === 1, 'the older request running')
+    const newer = await anthropic.messages.create({ model: MODEL, messages: user('write a function that'), max_tokens: 4, ignore_eos: true } as Anthropic.MessageCreateParamsNonStreaming, { headers: SUPERSEDE })
+    expect(newer.stop_reason).toBe('max_tokens')
+    const e = (await older) as InstanceType<typeof Anthropic.APIError>
+    expect(e).toBeInstanceOf(Anthropic.ConflictError)
+    expect(e.status).toBe(409)
+    expect(e.headers!.get('x-should-retry')).toBe('false')
+    expect(e.error).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', message: expect.stringMatching(/x-zl-supersede/) } })
+    const m = await pollUntil(() => stack.metrics(REGION), (s) => s.value('zl_num_requests_running') === 0, 'nothing running')
+    // One attempt, not three: the SDK took x-should-retry: false.
+    expect(m.value('zl_request_failure_total', { reason: 'superseded' })).toBe(before.value('zl_request_failure_total', { reason: 'superseded' }) + 1)
+  })
+
+  it('a newer request on another node ends the older one too: the edge tells the older node', async () => {
+    const key = { 'x-zl-supersede': 'editor-session-2' }
+    const before = await waitIdle(stack, REGION)
+    const near = (region: string) => openaiClient(stack.edgeUrl, { apiKey: stack.devApiKey, geo: GEO[region]! })
+    const older = await near(REGION).completions.create({ model: MODEL, prompt: 'def far(', stream: true, ...LONG } as never, { headers: key }).withResponse()
+    expect(older.response.headers.get('x-zl-region')).toBe(REGION)
+    const olderEnd = rejectionOf(
+      (async () => {
+        for await (const _ of older.data as unknown as AsyncIterable<unknown>);
+      })(),
+    )
+    await pollUntil(() => stack.metrics(REGION), (m) => m.value('zl_num_requests_running') === 1, 'the older request running')
+    const newer = await near('eu-west').completions.create({ model: MODEL, prompt: 'def far(x', max_tokens: 4, ignore_eos: true } as never, { headers: key }).withResponse()
+    expect(newer.response.headers.get('x-zl-region')).toBe('eu-west')
+    expect(((await olderEnd) as InstanceType<typeof OpenAI.APIError>).error).toMatchObject({ code: 'superseded' })
+    const m = await pollUntil(() => stack.metrics(REGION), (s) => s.value('zl_num_requests_running') === 0, 'nothing running on the older node')
+    expect(m.value('zl_request_failure_total', { reason: 'superseded' })).toBe(before.value('zl_request_failure_total', { reason: 'superseded' }) + 1)
+  })
+
+  it('refuses a malformed key with a 400 naming the header, and a request with another key runs on', async () => {
+    const openai = openaiClient(stack.edgeUrl, { apiKey: stack.devApiKey })
+    const bad = await rejectionOf(openai.completions.create({ model: MODEL, prompt: 'x', max_tokens: 2 }, { headers: { 'x-zl-supersede': 'has space' } }))
+    expect(bad).toBeInstanceOf(OpenAI.BadRequestError)
+    expect((bad as InstanceType<typeof OpenAI.APIError>).error).toMatchObject({ param: 'x-zl-supersede' })
+  })
+})
+
 describe('overload through the edge', () => {
   /**
    * The edge marks a node that answered 503/529 down for 10 s in its process (DESIGN.md §3 step 5),

@@ -23,6 +23,7 @@ import { createReadAlong, type ScriptRedis } from '../redis/read-along.ts'
 import { singleFlight } from '../redis/single-flight.ts'
 import { createAffinityMemory, type AffinityRedis } from '../routing/affinity-memory.ts'
 import { createNodeRegistry, REGISTRY_TIMEOUT_MS, type RegistryRedis } from '../routing/node-registry.ts'
+import { createSupersedeLedger, type SupersedeRedis } from '../routing/supersede-ledger.ts'
 
 /** Longest a key lookup may take before the request is answered 503 (a cached key needs none). */
 export const KEY_LOOKUP_TIMEOUT_MS = 1000
@@ -32,7 +33,7 @@ export const RESPONSES_TIMEOUT_MS = 2000
 export const AFFINITY_WRITE_TIMEOUT_MS = 2000
 
 /** A REST client bounded by `timeoutMs` per command. */
-export type RedisFactory = (timeoutMs: number) => KeyRedis & UpstashRedis & ScriptRedis & RegistryRedis & LatencyRedis & AffinityRedis & ResponsesRedis
+export type RedisFactory = (timeoutMs: number) => KeyRedis & UpstashRedis & ScriptRedis & RegistryRedis & LatencyRedis & AffinityRedis & ResponsesRedis & SupersedeRedis
 
 /** What one runtime brings to the edge. */
 export interface EdgeRuntime {
@@ -91,6 +92,7 @@ export function composeEdgeDeps(config: EdgeConfig, runtime: EdgeRuntime): EdgeD
     latency: combineRecorders(latency, runtime.alsoRecord),
     latencyReader: createRedisLatencyReader(redis(LATENCY_READ_TIMEOUT_MS)),
     responses: new ResponsesStore(redis(RESPONSES_TIMEOUT_MS)),
+    supersede: createSupersedeLedger(redis(AFFINITY_WRITE_TIMEOUT_MS)),
     affinity: { memory, readAlong },
     ...(runtime.dashboardAssets ? { dashboardAssets: runtime.dashboardAssets } : {}),
     ...(runtime.digest ? { digest: runtime.digest } : {}),

@@ -9,6 +9,9 @@ import type { Step } from './pipeline.ts'
 
 export function deriveAffinity(config: AffinityConfig): Step {
   return (c) => {
-    if (config.enabled) c.set('affinity', affinityKeyOf(c.get('generate').gen, c.get('principal').tenant, c.req.header(CONTEXT_ID_HEADER)))
+    // A supersede key names a session whose requests should meet on one node (where the newer
+    // one ends the older at once), as a context id does.
+    const { gen, supersede } = c.get('generate')
+    if (config.enabled) c.set('affinity', affinityKeyOf(gen, c.get('principal').tenant, c.req.header(CONTEXT_ID_HEADER) ?? supersede))
   }
 }

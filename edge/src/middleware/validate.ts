@@ -10,6 +10,7 @@ import { ApiError } from '../../../shared/src/api-error.ts'
 import { clipText } from '../../../shared/src/clip-text.ts'
 import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
 import { parseJsonBody } from '../../../shared/src/json-body.ts'
+import { parseSupersedeKey, SUPERSEDE_HEADER } from '../../../shared/src/supersede.ts'
 import type { RateLimiter } from '../limits/rate-limiter.ts'
 import { isServing, servesModel, type RoutableNode } from '../routing/pick-node.ts'
 import type { NodeRegistry } from '../routing/node-registry.ts'
@@ -23,7 +24,8 @@ export function parseGenerate(codec: DialectCodec, maxBodyBytes: number, limiter
     const body = await readBodyLimited(c.req.raw, maxBodyBytes)
     await refuseIfKnownRefused(c, limiter, now)
     const gen = codec.parse(parseJsonBody(body))
-    c.set('generate', { codec, gen, body })
+    const supersede = parseSupersedeKey(c.req.header(SUPERSEDE_HEADER))
+    c.set('generate', supersede === undefined ? { codec, gen, body } : { codec, gen, body, supersede })
   }
 }
 

@@ -39,6 +39,8 @@ export interface ForwardRequest {
   seed?: number
   /** A continuation: the tokens the client already has, and whether the finish flush too (x-zl-resume). */
   resume?: { tokens: readonly number[]; flushed: boolean }
+  /** The x-zl-supersede key, sent on with startedAtMs as its order (x-zl-supersede-at). */
+  supersede?: string
 }
 
 export interface ForwardDeps {

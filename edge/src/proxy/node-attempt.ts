@@ -7,6 +7,7 @@
 import { RESUME_HEADERS, resumeHeader, resumeSignedExtra } from '../../../shared/src/resume-wire.ts'
 import { signRequest } from '../../../shared/src/signature.ts'
 import { andThen } from '../../../shared/src/maybe-promise.ts'
+import { SUPERSEDE_AT_HEADER, SUPERSEDE_HEADER } from '../../../shared/src/supersede.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { RankedNode } from '../routing/pick-node.ts'
 import { MAX_ATTEMPTS, MAX_RESUMES, type ForwardDeps, type ForwardRequest } from './forward-request.ts'
@@ -58,17 +59,21 @@ export async function send(node: RankedNode, req: ForwardRequest, deps: ForwardD
  */
 function wireHeaders(req: ForwardRequest, signedPath: string, deps: ForwardDeps): Record<string, string> | Promise<Record<string, string>> {
   const nowMs = deps.now()
-  const resume: Record<string, string> = {}
+  const added: Record<string, string> = {}
   if (req.resumable && (deps.maxResumes ?? MAX_RESUMES) > 0) {
     // Every stream asks for id lines (the edge's delivery record) and carries its fixed seed;
     // with resume off (MAX_RESUMES=0) the stream is the plain pipe, without id lines.
-    resume[RESUME_HEADERS.resumable] = '1'
-    if (req.seed !== undefined) resume[RESUME_HEADERS.seed] = String(req.seed)
-    if (req.resume) resume[RESUME_HEADERS.resume] = resumeHeader(req.resume.tokens, req.resume.flushed)
+    added[RESUME_HEADERS.resumable] = '1'
+    if (req.seed !== undefined) added[RESUME_HEADERS.seed] = String(req.seed)
+    if (req.resume) added[RESUME_HEADERS.resume] = resumeHeader(req.resume.tokens, req.resume.flushed)
   }
-  const extra = resumeSignedExtra((name) => resume[name])
+  if (req.supersede !== undefined) {
+    added[SUPERSEDE_HEADER] = req.supersede
+    added[SUPERSEDE_AT_HEADER] = String(req.startedAtMs)
+  }
+  const extra = resumeSignedExtra((name) => added[name])
   const signature = signRequest({ secret: deps.secret, method: 'POST', path: signedPath, requestId: req.requestId, body: req.body, nowMs, extra }, deps.digest)
-  // The literal first and the resume fields assigned after: a literal that starts with a spread
+  // The literal first and the resume and supersede fields assigned after: a literal that starts with a spread
   // was built property by property (see observe-request.ts).
   const headers = (sig: string): Record<string, string> => Object.assign({
     'content-type': 'application/json',
@@ -81,7 +86,7 @@ function wireHeaders(req: ForwardRequest, signedPath: string, deps: ForwardDeps)
     [WIRE_HEADERS.priority]: String(req.priority),
     [WIRE_HEADERS.edge]: req.edge,
     [WIRE_HEADERS.signature]: sig,
-  }, resume)
+  }, added)
   return andThen(signature, headers)
 }
 

@@ -17,6 +17,7 @@ import { putLimitHeaders, refundCharge } from '../middleware/rate-limit.ts'
 import { putRequestIdHeaders } from '../middleware/request-id.ts'
 import { forward } from '../proxy/forward.ts'
 import { ClientGone } from '../proxy/node-attempt.ts'
+import { sendSupersedeNotice } from '../proxy/supersede-notice.ts'
 import type { ForwardResult } from '../proxy/forward-request.ts'
 import { resumeCounter } from '../proxy/resume-counter.ts'
 import type { AffinityMemory } from '../routing/affinity-memory.ts'
@@ -90,6 +91,7 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
         startedAtMs: c.get('startedAtMs'),
         // Fixed up front so that a continuation samples exactly as the first node would have.
         seed: gen.stream ? randomUint32() : undefined,
+        supersede: c.get('generate').supersede,
       }, {
         upstream: deps.upstream,
         secret: deps.config.edgeSharedSecret,
@@ -127,6 +129,10 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
     // A failover took it off the chosen node: it is not where the key's prefix was expected.
     const affinity: AffinityReason = !key ? 'none' : result.node === route.nodes[0] ? route.reason : 'moved'
     if (result.status < 400) rememberAt(result.node)
+    const supersede = c.get('generate').supersede
+    if (supersede !== undefined && deps.supersede && result.status < 400) {
+      c.get('waitUntil')(tellSupersededNode(deps, supersede, principal.tenant, result.node.id, c.get('startedAtMs'), `${c.get('requestId')}:supersede`, now))
+    }
     // latency/observe-request.ts records and logs the request once this body ends.
     c.set('forwarded', { nodeRegion: result.node.region, failovers: result.failedAttempts, affinity, finished: result.finished })
     // Every header the edge adds goes in with the node's, in one record (the middlewares that
@@ -137,5 +143,28 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
       headers[WIRE_HEADERS.affinity] = affinity
       putRequestIdHeaders(c, headers)
     })
+  }
+}
+
+/**
+ * After a request of a supersede group was admitted: record where it runs, and tell the node that
+ * the ledger names (one running an older request of the group, or this request's own node when a
+ * newer one runs elsewhere). Failures only lose the notice.
+ */
+async function tellSupersededNode(deps: EdgeDeps, key: string, tenant: string, nodeId: string, at: number, requestId: string, now: () => number): Promise<void> {
+  try {
+    const notice = await deps.supersede!.record(tenant, key, nodeId, at)
+    if (!notice) return
+    const node = (await deps.registry.table()).nodes.find((n) => n.id === notice.node)
+    if (!node) return
+    await sendSupersedeNotice(node, tenant, requestId, { key, before: notice.before }, {
+      upstream: deps.upstream,
+      secret: deps.config.edgeSharedSecret,
+      digest: deps.digest,
+      now,
+      connectTimeoutMs: deps.config.upstreamConnectTimeoutMs,
+    })
+  } catch {
+    // Best effort: a lost notice leaves an older request running to its end, as before.
   }
 }

@@ -7,6 +7,7 @@ import http2, { Http2ServerRequest } from 'node:http2'
 import { clipText } from '../../../shared/src/clip-text.ts'
 import { ApiError, toApiError } from '../../../shared/src/api-error.ts'
 import { dialectForPath, errorCodecForPath } from '../../../shared/src/dialects/index.ts'
+import { SUPERSEDE_PATH } from '../../../shared/src/supersede.ts'
 import type { ResponsesStore } from '../../../shared/src/dialects/responses-store.ts'
 import type { EngineHandle } from '../engine/types.ts'
 import type { NodeMetrics } from '../metrics/node-metrics.ts'
@@ -18,6 +19,8 @@ import { sendHealth, sendMetrics, sendModels, sendReadiness } from './info-route
 import type { Logger } from './json-log.ts'
 import type { NodeState } from './node-state.ts'
 import { ClientGoneError } from './read-body.ts'
+import { handleSupersedeNotice } from './supersede-route.ts'
+import { Supersessions } from './supersessions.ts'
 import { RequestContext } from './request-context.ts'
 import { logRequest } from './request-log.ts'
 import { sendError } from './respond.ts'
@@ -36,9 +39,11 @@ export interface AppDeps {
 }
 
 export function createRequestHandler(deps: AppDeps): RequestHandler {
+  const supersessions = new Supersessions()
   const generateDeps = {
     ...deps,
     inFlight: new Set<string>(),
+    supersessions,
     // The error's name only: a client library's message may carry the store's URL.
     onKeepFailed: (e: unknown) => deps.log.warn({ msg: 'response store write failed', error: e instanceof Error ? e.name : 'unknown' }),
   }
@@ -50,6 +55,10 @@ export function createRequestHandler(deps: AppDeps): RequestHandler {
       ctx.outcome.dialect = codec.name
       res.once('close', () => logRequest(deps.log, ctx))
       handleGenerate(ctx, codec, generateDeps).catch((e: unknown) => fail(ctx, e, deps))
+      return
+    }
+    if (req.method === 'POST' && ctx.path === SUPERSEDE_PATH) {
+      handleSupersedeNotice(ctx, { checkSignature: deps.checkSignature, supersessions }).catch((e: unknown) => fail(ctx, e, deps))
       return
     }
     routeInfo(req, res, ctx, deps).catch((e: unknown) => fail(ctx, e, deps))

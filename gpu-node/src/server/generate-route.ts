@@ -9,6 +9,7 @@ import type { DialectCodec, ResponseMeta } from '../../../shared/src/dialects/in
 import { isCompletedReason, resolveSampling, type ChoiceOutput, type GenerateRequest, type OutputConstraint } from '../../../shared/src/generation.ts'
 import { parseJsonBody } from '../../../shared/src/json-body.ts'
 import { resumeSignedExtra } from '../../../shared/src/resume-wire.ts'
+import { parseSupersedeKey, SUPERSEDE_AT_HEADER, SUPERSEDE_HEADER, supersededError } from '../../../shared/src/supersede.ts'
 import { toolCallFormat } from '../structured/tool-call-format.ts'
 import { ToolCallParser } from '../structured/tool-call-parser.ts'
 import { AnswerChoice } from './answer-choice.ts'
@@ -23,6 +24,7 @@ import { readStoredTurn, type KeepAnswer } from './stored-turn.ts'
 import { DRAINING_RETRY_AFTER_MS, type NodeState } from './node-state.ts'
 import { readBody } from './read-body.ts'
 import { headerValue, type RequestContext } from './request-context.ts'
+import type { SupersedeTicket, Supersessions } from './supersessions.ts'
 import { readResumeAsk, type ResumeAsk } from './resume-request.ts'
 import { sendError, sendJson } from './respond.ts'
 import { SseStream } from './sse-stream.ts'
@@ -41,6 +43,8 @@ export interface GenerateDeps {
   responses?: ResponsesStore
   /** A stored response could not be written (logged without its content). */
   onKeepFailed?: (e: unknown) => void
+  /** Running requests by supersede group (x-zl-supersede). */
+  supersessions: Supersessions
 }
 
 /** A validated request turned into what the engine runs, plus what the response needs. */
@@ -57,6 +61,8 @@ interface Prepared {
   calls: boolean
   /** Keeps the finished answer before its end is sent (a stored conversation's turn). */
   keep?: KeepAnswer
+  /** Its place in its supersede group, when it named one. */
+  ticket?: SupersedeTicket
 }
 
 /** Answers one generate request; throws ApiError (or anything) before the response started. */
@@ -82,11 +88,19 @@ export async function handleGenerate(ctx: RequestContext, codec: DialectCodec, d
   if (tenant) for (const req of prepared.engineReqs) req.cacheSalt = tenant
   const constraint = prepared.engineReqs[0]!.constraint
   if (constraint) await compileConstraint(deps, constraint, prepared.gen.constraintParam)
+  const supersede = parseSupersedeKey(headerValue(ctx.req, SUPERSEDE_HEADER))
   if (ctx.clientGone) {
     // Gone while we verified and tokenized: nothing to run, nothing to answer.
     ctx.outcome.errorCode = 'client_aborted'
     ctx.timer.fail('client_aborted')
     return
+  }
+  if (supersede !== undefined) {
+    // The edge's receive time orders a key's requests across nodes; a direct request has none.
+    const at = signed ? Number(headerValue(ctx.req, SUPERSEDE_AT_HEADER)) : NaN
+    const ticket = deps.supersessions.arrive(tenant ?? '', supersede, Number.isFinite(at) && at > 0 ? at : undefined)
+    prepared.ticket = ticket
+    ctx.res.once('close', () => ticket.leave())
   }
   if (prepared.gen.stream) runStreaming(ctx, codec, deps, prepared)
   else runCollecting(ctx, codec, deps, prepared)
@@ -184,6 +198,7 @@ function runStreaming(ctx: RequestContext, codec: DialectCodec, deps: GenerateDe
   if (p.echoText && !continuing) stream.write(encoder.text(p.echoText))
   stream.startKeepAlive(deps.keepAliveMs)
   ctx.onClientGone(() => stream.stopKeepAlive())
+  p.ticket?.onSuperseded(() => endSuperseded(ctx, deps, ids, () => stream.end(encoder.error(supersededError()))))
   release()
 }
 
@@ -208,6 +223,7 @@ function runCollecting(ctx: RequestContext, codec: DialectCodec, deps: GenerateD
     if (p.keep) void p.keep(p.meta, results, usage).then(send)
     else send()
   })
+  p.ticket?.onSuperseded(() => endSuperseded(ctx, deps, p.engineReqs.map((r) => r.id), () => sendError(ctx.req, ctx.res, codec, supersededError(), { 'x-request-id': ctx.requestId })))
   release()
 }
 
@@ -225,7 +241,7 @@ function submitAll(ctx: RequestContext, deps: GenerateDeps, reqs: EngineRequest[
   let finished = 0
   let failed = false
   const deliver = (choice: number, event: EngineEvent) => {
-    if (ctx.clientGone) return
+    if (ctx.clientGone || ctx.outcome.errorCode === 'superseded') return
     if (event.type === 'finish') {
       finished++
       if (!isCompletedReason(event.reason) && !failed) {
@@ -272,6 +288,20 @@ function abortForClient(ctx: RequestContext, deps: GenerateDeps, ids: readonly s
   ctx.timer.fail('client_aborted')
   for (const id of ids) deps.engine.abort(id)
   then?.()
+}
+
+/**
+ * Idempotent, and only while the answer is still running: a newer request of its supersede group
+ * arrived. The engine requests are aborted (their KV freed within two steps) and the response
+ * ends with the dialect's `superseded` error; the engine's later events are dropped.
+ */
+function endSuperseded(ctx: RequestContext, deps: GenerateDeps, ids: readonly string[], end: () => void): void {
+  if (ctx.outcome.finishReason !== undefined || ctx.clientGone) return
+  ctx.outcome.finishReason = 'abort'
+  ctx.outcome.errorCode = 'superseded'
+  ctx.timer.fail('superseded')
+  for (const id of ids) deps.engine.abort(id)
+  end()
 }
 
 function record(ctx: RequestContext, event: EngineEvent): void {

@@ -12,7 +12,7 @@ import type { ContextLengthErrors } from './codec.ts'
 export const ANTHROPIC_ERRORS: ErrorShape = {
   // Anthropic's `error.type` list (DESIGN.md §6); the request's faults share one type.
   types: {
-    ...sameType('invalid_request_error', ['invalid_request', 'invalid_json', 'context_length_exceeded', 'unsupported_media_type']),
+    ...sameType('invalid_request_error', ['invalid_request', 'invalid_json', 'context_length_exceeded', 'unsupported_media_type', 'superseded']),
     unauthorized: 'authentication_error',
     forbidden: 'permission_error',
     ...sameType('not_found_error', ['model_not_found', 'not_found']),

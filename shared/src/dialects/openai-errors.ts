@@ -13,7 +13,7 @@ export const OPENAI_ERRORS: ErrorShape = {
   // The statuses are error-body.ts's common ones (overload 503, as OpenAI and vLLM answer).
   types: {
     // OpenAI reports an unknown model as invalid_request_error too, with code model_not_found.
-    ...sameType('invalid_request_error', ['invalid_request', 'invalid_json', 'context_length_exceeded', 'model_not_found', 'not_found', 'request_too_large', 'unsupported_media_type']),
+    ...sameType('invalid_request_error', ['invalid_request', 'invalid_json', 'context_length_exceeded', 'model_not_found', 'not_found', 'request_too_large', 'unsupported_media_type', 'superseded']),
     unauthorized: 'authentication_error',
     forbidden: 'permission_error',
     rate_limited: 'rate_limit_error',
