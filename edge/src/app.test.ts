@@ -5,7 +5,7 @@
  */
 import { describe, expect, it, vi } from 'vitest'
 import { DIALECTS_WITH_FOURTH } from '../../shared/test/support/fourth-dialect.ts'
-import { hashApiKey } from '../../shared/src/api-key.ts'
+import { hashApiKey, type ApiKeyRecord } from '../../shared/src/api-key.ts'
 import { resumeHeader, resumeIdLine } from '../../shared/src/resume-wire.ts'
 import { createApp } from './app.ts'
 import { parseEdgeConfig } from './config.ts'
@@ -17,6 +17,7 @@ import type { UpstreamFetch } from './proxy/upstream-fetch.ts'
 import type { RoutableNode } from './routing/pick-node.ts'
 
 const KEY = 'zl-0123456789abcdefghijklmnopqrstuv'
+const BATCH_KEY = 'zl-batch56789abcdefghijklmnopqrstuv'
 const NOW = Date.UTC(2026, 0, 1, 12, 0, 0)
 const NODE: RoutableNode = { id: 'n1', url: 'http://node.test', region: 'local', lat: 0, lon: 0, maxBatch: 8, running: 0, waiting: 0, kvUsedFrac: 0, tokPerSec: 100, draining: false, source: 'static' }
 
@@ -34,7 +35,11 @@ interface Harness {
 
 async function harness(): Promise<Harness> {
   const config = parseEdgeConfig({ UPSTASH_REDIS_REST_URL: 'http://redis.test', UPSTASH_REDIS_REST_TOKEN: 't', EDGE_SHARED_SECRET: 'zl-test-edge-secret-0123456789', REQUEST_LOG: '0' })
-  const records = new Map([[await hashApiKey(KEY), { id: 'k1', tenant: 't1', name: '', rpm: 60, tpm: 1000, models: ['*'], created: 0, disabled: false }]])
+  const record: ApiKeyRecord = { id: 'k1', tenant: 't1', name: '', rpm: 60, tpm: 1000, models: ['*'], created: 0, disabled: false }
+  const records = new Map<string, ApiKeyRecord>([
+    [await hashApiKey(KEY), record],
+    [await hashApiKey(BATCH_KEY), { ...record, id: 'k2', priority: 'batch' }],
+  ])
   const h: Harness = {
     call: async (path, body, headers = { authorization: `Bearer ${KEY}` }) =>
       await app.request(path, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) }),
@@ -188,5 +193,45 @@ describe('structured output at the edge', () => {
     expect(body.error.param).toBe('response_format.json_schema.schema')
     expect(body.error.message).toContain("'response_format.json_schema.schema.uniqueItems' is not supported")
     expect(h.forwardedPaths).toEqual([])
+  })
+})
+
+describe('what the edge tells the node of priority and supersession', () => {
+  const body = { model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }
+  async function sent(key: string, extra: Record<string, string> = {}): Promise<Record<string, string>> {
+    const h = await harness()
+    let seen: Record<string, string> = {}
+    h.answer = (headers) => {
+      seen = headers
+      return Response.json({ id: 'x', object: 'chat.completion', choices: [] })
+    }
+    expect((await h.call('/v1/chat/completions', body, { authorization: `Bearer ${key}`, ...extra })).status).toBe(200)
+    return seen
+  }
+
+  it("sends the key's class as x-zl-priority, lowered by the request's ask but never raised above the class", async () => {
+    expect((await sent(KEY))['x-zl-priority']).toBe('0')
+    expect((await sent(KEY, { 'x-zl-priority': 'batch' }))['x-zl-priority']).toBe('1000')
+    expect((await sent(KEY, { 'x-zl-priority': '7' }))['x-zl-priority']).toBe('7')
+    expect((await sent(BATCH_KEY))['x-zl-priority']).toBe('1000')
+    expect((await sent(BATCH_KEY, { 'x-zl-priority': 'interactive' }))['x-zl-priority']).toBe('1000')
+    expect((await sent(BATCH_KEY, { 'x-zl-priority': '5000' }))['x-zl-priority']).toBe('5000')
+  })
+
+  it('passes x-zl-supersede on with the time the edge received the request', async () => {
+    const headers = await sent(KEY, { 'x-zl-supersede': 'doc-7' })
+    expect(headers['x-zl-supersede']).toBe('doc-7')
+    expect(headers['x-zl-supersede-at']).toBe(String(NOW))
+    expect((await sent(KEY))['x-zl-supersede']).toBeUndefined()
+  })
+
+  it('refuses a malformed ask with a 400 naming the header, before any node is asked', async () => {
+    for (const [name, value] of [['x-zl-priority', 'urgent'], ['x-zl-priority', '-1'], ['x-zl-supersede', 'has space']] as const) {
+      const h = await harness()
+      const res = await h.call('/v1/chat/completions', body, { authorization: `Bearer ${KEY}`, [name]: value })
+      expect(res.status).toBe(400)
+      expect(await res.json()).toMatchObject({ error: { param: name } })
+      expect(h.forwardedPaths).toEqual([])
+    }
   })
 })

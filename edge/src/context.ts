@@ -7,6 +7,7 @@
 import type { Context } from 'hono'
 import type { DialectCodec } from '../../shared/src/dialects/index.ts'
 import type { GenerateRequest } from '../../shared/src/generation.ts'
+import type { PriorityClass } from '../../shared/src/priority.ts'
 
 /** Background work that should outlive the request that started it (Workers' waitUntil). */
 export type Background = (work: Promise<unknown>) => void
@@ -22,6 +23,8 @@ export interface Principal {
   models: string[]
   /** Authenticated with ADMIN_TOKEN rather than an API key. */
   admin: boolean
+  /** The key's class: its requests' priority never runs ahead of it (shared/src/priority.ts). */
+  priorityClass: PriorityClass
 }
 
 /** What a limit (requests/min, tokens/min) answered for one request. */
@@ -78,6 +81,8 @@ export interface GenerateInput {
   body: Uint8Array
   /** The x-zl-supersede key (shared/src/supersede.ts), validated. */
   supersede?: string
+  /** The priority the request asked for in x-zl-priority, validated (its key's class applies later). */
+  priorityAsk?: number
 }
 
 /** What routes/generate.ts knows once a node answered; latency/observe-request.ts records it. */

@@ -75,7 +75,7 @@ describe.each(['default', 'raw strings'] as const)('key admin (%s client)', (cli
         expect(printed).not.toContain(await hashApiKey(key))
       }
     }
-    expect(table.out.join('\n').split('\n')[0]).toMatch(/^id\s+tenant\s+name\s+rpm\s+tpm\s+models\s+created\s+disabled\s+hash$/)
+    expect(table.out.join('\n').split('\n')[0]).toMatch(/^id\s+tenant\s+name\s+rpm\s+tpm\s+models\s+priority\s+created\s+disabled\s+hash$/)
   })
 
   it('revokes a key by id: the stored record says disabled', async () => {
@@ -111,14 +111,21 @@ describe('keys command', () => {
     const id = /id:\s+(key_\w+)/.exec(text)?.[1]
     expect(key && id).toBeTruthy()
     expect(text.split(key!).length).toBe(2)
-    expect((await listKeys(clients.default))[0]).toMatchObject({ id, rpm: 60, models: ['tiny'] })
+    expect((await listKeys(clients.default))[0]).toMatchObject({ id, rpm: 60, models: ['tiny'], priority: 'interactive' })
+  })
+
+  it('creates a batch key: its stored record says so', async () => {
+    const io = capture()
+    expect(await runKeysCommand(['create', '--tenant', 'jobs', '--priority', 'batch', '--json'], clients.default, io.io)).toBe(0)
+    const { key } = JSON.parse(io.out.join('')) as { key: string }
+    expect(parseApiKeyRecord(await clients.default.hgetall(apiKeyRedisKey(await hashApiKey(key))))?.priority).toBe('batch')
   })
 
   it('rejects bad input with usage and exit code 2', async () => {
-    for (const argv of [[], ['create'], ['create', '--tenant', '9lives'], ['create', '--tenant', 'a', '--rpm', '-1'], ['revoke'], ['explode']]) {
+    for (const argv of [[], ['create'], ['create', '--tenant', '9lives'], ['create', '--tenant', 'a', '--rpm', '-1'], ['create', '--tenant', 'a', '--priority', 'urgent'], ['revoke'], ['explode']]) {
       const io = capture()
       expect(await runKeysCommand(argv, clients.default, io.io)).toBe(argv[0] === 'create' && argv[2] === '9lives' ? 1 : 2)
-      expect(io.err.join('\n')).toMatch(/usage|tenant must start/)
+      expect(io.err.join('\n')).toMatch(argv.includes('urgent') ? /--priority must be interactive or batch/ : /usage|tenant must start/)
     }
   })
 

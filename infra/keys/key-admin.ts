@@ -16,6 +16,7 @@ import {
   apiKeyRedisKey, generateApiKey, hashApiKey, isWellFormedApiKey, parseApiKeyRecord, toApiKeyFields,
   type ApiKeyRecord,
 } from '../../shared/src/api-key.ts'
+import type { PriorityClass } from '../../shared/src/priority.ts'
 
 export const KEY_ID_INDEX = 'zl:key-ids'
 
@@ -31,6 +32,8 @@ export interface NewKeyInput {
   tpm?: number
   /** Model ids, default ['*']. */
   models?: string[]
+  /** Default interactive (shared/src/priority.ts). */
+  priority?: PriorityClass
   /** Default: a new random id. */
   id?: string
   /** Epoch ms, default now. */
@@ -122,6 +125,7 @@ function toRecord(input: NewKeyInput): ApiKeyRecord {
     models: models.length > 0 ? models : ['*'],
     created: input.created ?? Date.now(),
     disabled: input.disabled ?? false,
+    priority: input.priority ?? 'interactive',
   }
 }
 

@@ -5,9 +5,10 @@
  */
 import { parseArgs } from 'node:util'
 import { createKey, listKeys, revokeKey, type KeyAdminRedis, type KeyListing } from './key-admin.ts'
+import { isPriorityClass, PRIORITY_CLASSES, type PriorityClass } from '../../shared/src/priority.ts'
 
 export const KEYS_USAGE = `usage: npm run keys -- <command>
-  create --tenant T [--name N] [--rpm N] [--tpm N] [--models a,b] [--json]
+  create --tenant T [--name N] [--rpm N] [--tpm N] [--models a,b] [--priority interactive|batch] [--json]
          creates a key and prints it once (only its sha256 is stored)
   list [--tenant T] [--json]      ids, tenants, limits; never the keys
   revoke <id> [--json]            disables a key (edges notice within 30 s)`
@@ -26,7 +27,7 @@ export async function runKeysCommand(argv: string[], redis: KeyAdminRedis, io: K
       allowPositionals: true,
       options: {
         tenant: { type: 'string' }, name: { type: 'string' }, rpm: { type: 'string' }, tpm: { type: 'string' },
-        models: { type: 'string' }, json: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h' },
+        models: { type: 'string' }, priority: { type: 'string' }, json: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h' },
       },
     })
   } catch (err) {
@@ -49,11 +50,12 @@ export async function runKeysCommand(argv: string[], redis: KeyAdminRedis, io: K
           rpm: toCount('rpm', values.rpm),
           tpm: toCount('tpm', values.tpm),
           models: values.models?.split(','),
+          priority: toPriorityClass(values.priority),
         })
         if (values.json) io.out(JSON.stringify({ key, ...record }))
         else {
           io.out(`id:      ${record.id}`)
-          io.out(`tenant:  ${record.tenant}   rpm: ${record.rpm || 'default'}   tpm: ${record.tpm || 'default'}   models: ${record.models.join(',')}`)
+          io.out(`tenant:  ${record.tenant}   rpm: ${record.rpm || 'default'}   tpm: ${record.tpm || 'default'}   models: ${record.models.join(',')}   priority: ${record.priority}`)
           io.out(`key:     ${key}`)
           io.out('This is the only time the key is shown; only its sha256 is stored.')
         }
@@ -92,6 +94,12 @@ export async function runKeysCommand(argv: string[], redis: KeyAdminRedis, io: K
 
 class UsageError extends Error {}
 
+function toPriorityClass(value: string | undefined): PriorityClass {
+  if (value === undefined) return 'interactive'
+  if (!isPriorityClass(value)) throw new UsageError(`--priority must be ${PRIORITY_CLASSES.join(' or ')}`)
+  return value
+}
+
 function toCount(label: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined
   if (!/^\d+$/.test(value)) throw new UsageError(`--${label} must be a whole number ≥ 0 (0 = deployment default)`)
@@ -100,10 +108,10 @@ function toCount(label: string, value: string | undefined): number | undefined {
 
 function formatTable(keys: KeyListing[]): string {
   if (keys.length === 0) return '(no keys)'
-  const header = ['id', 'tenant', 'name', 'rpm', 'tpm', 'models', 'created', 'disabled', 'hash']
+  const header = ['id', 'tenant', 'name', 'rpm', 'tpm', 'models', 'priority', 'created', 'disabled', 'hash']
   const rows = keys.map((k) => [
     k.id, k.tenant, k.name || '-', k.rpm ? String(k.rpm) : 'default', k.tpm ? String(k.tpm) : 'default',
-    k.models.join(','), new Date(k.created).toISOString().replace(/\.\d{3}Z$/, 'Z'), k.disabled ? 'yes' : 'no', `${k.hashPrefix}…`,
+    k.models.join(','), k.priority ?? 'interactive', new Date(k.created).toISOString().replace(/\.\d{3}Z$/, 'Z'), k.disabled ? 'yes' : 'no', `${k.hashPrefix}…`,
   ])
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)))
   return [header, ...rows].map((r) => r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()).join('\n')

@@ -4,6 +4,7 @@
  */
 
 import { webDigest, type Digest } from './digest.ts'
+import { isPriorityClass, type PriorityClass } from './priority.ts'
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 const KEY_PATTERN = /^zl-[0-9A-Za-z]{32}$/
@@ -29,6 +30,8 @@ export interface ApiKeyRecord {
   /** Epoch ms. */
   created: number
   disabled: boolean
+  /** How its requests are scheduled against others (priority.ts); absent: interactive. */
+  priority?: PriorityClass
 }
 
 export function isWellFormedApiKey(key: string): boolean {
@@ -69,6 +72,7 @@ export function parseApiKeyRecord(fields: Record<string, unknown> | null | undef
     models: String(fields.models ?? '*').split(',').map((m) => m.trim()).filter(Boolean),
     created: num(fields.created),
     disabled: fields.disabled === true || fields.disabled === 'true' || fields.disabled === '1' || fields.disabled === 1,
+    priority: isPriorityClass(fields.priority) ? fields.priority : 'interactive',
   }
 }
 
@@ -83,5 +87,6 @@ export function toApiKeyFields(r: ApiKeyRecord): Record<string, string> {
     models: r.models.join(','),
     created: String(r.created),
     disabled: r.disabled ? '1' : '0',
+    priority: r.priority ?? 'interactive',
   }
 }

@@ -119,7 +119,7 @@ describe('the dashboard in headless Chromium', () => {
   it('shows one chart series and one table row per region with the counts sent', async () => {
     const key = (apiKey = generateApiKey())
     const redis = new Redis({ url: upstash.restUrl, token: upstash.restToken, enableTelemetry: false })
-    await redis.hset(apiKeyRedisKey(await hashApiKey(key)), toApiKeyFields({ id: 'browser', tenant: 'browser', name: '', rpm: 0, tpm: 0, models: ['*'], created: 0, disabled: false }))
+    await redis.hset(apiKeyRedisKey(await hashApiKey(key)), toApiKeyFields({ id: 'browser', tenant: 'browser', name: '', rpm: 0, tpm: 0, models: ['*'], created: 0, disabled: false, priority: 'interactive' }))
     // Route only once the edge sees every node's heartbeat.
     await pollUntil(
       async () => ((await (await fetch(`${edge.url}/v1/regions`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as { nodes: Array<{ fresh: boolean }> }).nodes,

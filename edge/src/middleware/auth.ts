@@ -106,6 +106,7 @@ function principalOf(record: ApiKeyRecord | undefined, config: EdgeConfig): Prin
     tpm: record.tpm > 0 ? record.tpm : config.defaultTpm,
     models: record.models.length > 0 ? record.models : ['*'],
     admin: false,
+    priorityClass: record.priority ?? 'interactive',
   }
 }
 
@@ -114,7 +115,7 @@ function invalidKey(): ApiError {
 }
 
 function adminPrincipal(): Principal {
-  return { keyId: 'admin', tenant: '*', rpm: 0, tpm: 0, models: ['*'], admin: true }
+  return { keyId: 'admin', tenant: '*', rpm: 0, tpm: 0, models: ['*'], admin: true, priorityClass: 'interactive' }
 }
 
 /** Whether a principal may use a model (its allowlist, or '*'). */

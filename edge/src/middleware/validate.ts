@@ -10,6 +10,7 @@ import { ApiError } from '../../../shared/src/api-error.ts'
 import { clipText } from '../../../shared/src/clip-text.ts'
 import type { DialectCodec } from '../../../shared/src/dialects/index.ts'
 import { parseJsonBody } from '../../../shared/src/json-body.ts'
+import { parsePriorityAsk, PRIORITY_HEADER } from '../../../shared/src/priority.ts'
 import { parseSupersedeKey, SUPERSEDE_HEADER } from '../../../shared/src/supersede.ts'
 import type { RateLimiter } from '../limits/rate-limiter.ts'
 import { isServing, servesModel, type RoutableNode } from '../routing/pick-node.ts'
@@ -25,7 +26,8 @@ export function parseGenerate(codec: DialectCodec, maxBodyBytes: number, limiter
     await refuseIfKnownRefused(c, limiter, now)
     const gen = codec.parse(parseJsonBody(body))
     const supersede = parseSupersedeKey(c.req.header(SUPERSEDE_HEADER))
-    c.set('generate', supersede === undefined ? { codec, gen, body } : { codec, gen, body, supersede })
+    const priorityAsk = parsePriorityAsk(c.req.header(PRIORITY_HEADER))
+    c.set('generate', { codec, gen, body, ...(supersede === undefined ? {} : { supersede }), ...(priorityAsk === undefined ? {} : { priorityAsk }) })
   }
 }
 

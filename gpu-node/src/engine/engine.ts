@@ -90,8 +90,10 @@ export class Engine implements EngineHandle {
     const seqId = this.nextSeqId++
     const seq = new Sequence(seqId, seqId, req, this.opts.decoder, eos, this.now())
     if (req.after !== undefined) seq.leader = this.admitted.get(req.after)?.seq
-    if (req.deadlineMs !== undefined && this.now() + this.estimateWaitMs() > req.deadlineMs) {
-      return { ok: false, code: 'overloaded', retryAfterMs: this.estimateWaitMs() }
+    // Only the queued work that runs before it counts: batch requests queue behind interactive ones.
+    const waitMs = this.estimateWaitMs(req.priority)
+    if (req.deadlineMs !== undefined && this.now() + waitMs > req.deadlineMs) {
+      return { ok: false, code: 'overloaded', retryAfterMs: waitMs }
     }
     // Under sustained overload a queue bounded only by its length grows a wait no client keeps
     // waiting for (measured: 3× overload through the edge, queued requests' clients timed out at
@@ -102,11 +104,12 @@ export class Engine implements EngineHandle {
     // dry (measured, 3× overload through the Miniflare edge: two of three nodes idle at 0.13–0.16
     // cores while their queues had room).
     const maxWait = this.scheduler.limits.maxQueueWaitMs
-    if (maxWait && this.scheduler.queue.length > 0) {
-      const wait = this.estimateWaitMs()
-      if (wait > maxWait) return { ok: false, code: 'overloaded', retryAfterMs: Math.max(MIN_RETRY_HINT_MS, wait - maxWait) }
+    if (maxWait && this.scheduler.queue.length > 0 && waitMs > maxWait) {
+      return { ok: false, code: 'overloaded', retryAfterMs: Math.max(MIN_RETRY_HINT_MS, waitMs - maxWait) }
     }
-    if (!this.scheduler.add(seq)) return { ok: false, code: 'overloaded', retryAfterMs: this.estimateWaitMs() }
+    // A full queue makes room for a request of better priority: its worst queued request (the
+    // latest of the worst) is refused now, as it would have been had it come last.
+    if (!this.scheduler.add(seq) && !this.scheduler.addInPlaceOfWorse(seq, 'overloaded')) return { ok: false, code: 'overloaded', retryAfterMs: waitMs }
     this.admitted.set(req.id, { seq, onEvent })
     this.wake()
     return { ok: true }
@@ -143,13 +146,13 @@ export class Engine implements EngineHandle {
    * recent token rate. Used for `retry-after-ms` and deadline admission: an estimate, stated
    * honestly rather than a fixed number.
    */
-  estimateWaitMs(): number {
-    const queue = this.scheduler.queue
+  estimateWaitMs(priority = Infinity): number {
+    const ahead = [...this.scheduler.queue].filter((seq) => seq.priority <= priority)
     const rate = this.metrics.waitTokPerSec()
     // No recent tokens means no measured rate: guess from the queue position alone.
-    if (rate === 0) return MIN_RETRY_HINT_MS * (queue.length + 1)
+    if (rate === 0) return MIN_RETRY_HINT_MS * (ahead.length + 1)
     let backlogTokens = 0
-    for (const seq of queue) backlogTokens += Math.min(seq.req.maxTokens, 512)
+    for (const seq of ahead) backlogTokens += Math.min(seq.req.maxTokens, 512)
     // Capped at 30 s: both SDKs ignore a retry-after-ms of 60 s or more and fall back to their own backoff.
     return Math.round(Math.min(30_000, Math.max(MIN_RETRY_HINT_MS, (backlogTokens / rate) * 1000)))
   }

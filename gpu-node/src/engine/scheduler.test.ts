@@ -170,6 +170,59 @@ describe('Scheduler', () => {
     expect(order).toEqual([high.s.seqId, high2.s.seqId, low.s.seqId])
   })
 
+  it('gives a waiting request of better priority a running batch row\'s place; the row is recomputed to the same text', async () => {
+    const ref = seq(3, 12, 1000)
+    const refSched = new Scheduler(limits({ maxBatch: 1 }))
+    refSched.add(ref.s)
+    await drive(refSched, new ScriptedRunner())
+
+    const sched = new Scheduler(limits({ maxBatch: 1 }))
+    const runner = new ScriptedRunner()
+    const batch = seq(3, 12, 1000)
+    sched.add(batch.s)
+    for (let i = 0; i < 4; i++) {
+      const plan = sched.schedule(0)
+      deliver(sched.update(plan, await runner.step(plan)))
+    }
+    expect(sched.running).toEqual([batch.s])
+    const interactive = seq(2, 3, 0)
+    sched.add(interactive.s)
+    const plan = sched.schedule(0)
+    expect(plan.prefill.map((p) => p.seqId)).toEqual([interactive.s.seqId])
+    expect(plan.release).toContain(batch.s.seqId)
+    expect(batch.s.state).toBe('waiting')
+    deliver(sched.update(plan, await runner.step(plan)))
+    await drive(sched, runner)
+    expect(interactive.events.at(-1)).toMatchObject({ type: 'finish', reason: 'length' })
+    expect(batch.text()).toBe(ref.text())
+    // Equal priorities never preempt each other for a place.
+    const a = seq(3, 12, 0)
+    const b = seq(2, 3, 0)
+    const same = new Scheduler(limits({ maxBatch: 1 }))
+    same.add(a.s)
+    const first = same.schedule(0)
+    deliver(same.update(first, await runner.step(first)))
+    same.add(b.s)
+    expect(same.schedule(0).release).toEqual([])
+    expect(a.s.state).toBe('running')
+  })
+
+  it('takes a request of better priority into a full queue in place of its worst, which ends overloaded', () => {
+    const sched = new Scheduler(limits({ maxQueue: 2 }))
+    const batchEarly = seq(2, 4, 1000)
+    const batchLate = seq(2, 4, 1000)
+    expect(sched.add(batchEarly.s) && sched.add(batchLate.s)).toBe(true)
+    const interactive = seq(2, 4, 0)
+    expect(sched.add(interactive.s)).toBe(false)
+    expect(sched.addInPlaceOfWorse(interactive.s, 'overloaded')).toBe(true)
+    deliver(sched.takeEvents())
+    expect(batchLate.events.at(-1)).toMatchObject({ type: 'finish', reason: 'error', error: { code: 'overloaded' } })
+    expect([...sched.queue]).toEqual([interactive.s, batchEarly.s])
+    // No queued request is worse than another batch one: it is refused, nothing changes.
+    expect(sched.addInPlaceOfWorse(seq(2, 4, 1000).s, 'overloaded')).toBe(false)
+    expect([...sched.queue]).toEqual([interactive.s, batchEarly.s])
+  })
+
   it('cancels a sequence wherever it is and releases only what holds KV', async () => {
     const sched = new Scheduler(limits({ maxBatch: 2 }))
     const runner = new ScriptedRunner()

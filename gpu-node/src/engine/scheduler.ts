@@ -71,6 +71,21 @@ export class Scheduler {
     return true
   }
 
+  /**
+   * Into a full queue in place of its worst request when that one's priority is worse: the
+   * displaced request ends with `errorCode` (its finish comes with the next events). False, and
+   * nothing changes, when no queued request is worse.
+   */
+  addInPlaceOfWorse(seq: Sequence, errorCode: string): boolean {
+    const queued = [...this.queue]
+    const worst = queued.length > 0 ? latestOfWorst(queued) : undefined
+    if (!worst || worst.priority <= seq.priority) return false
+    this.cancel(worst, 'error', errorCode)
+    this.queue.requeue(seq)
+    this.bySeqId.set(seq.seqId, seq)
+    return true
+  }
+
   get hasWork(): boolean {
     return this.running.length > 0 || this.prefilling.length > 0 || this.queue.length > 0 || this.releases.length > 0 || this.saves.length > 0
   }
@@ -269,7 +284,7 @@ export class Scheduler {
       if (hit > 0) {
         if (kind === 'padded' || (kind === 'continued' && continued + rest > this.limits.prefillChunkTokens)) return
       } else if (kind === 'continued' || (kind === 'padded' && (this.prefilling.length + 1) * width > this.limits.prefillChunkTokens)) return
-      if (!this.fits(next)) return
+      while (!this.fits(next)) if (!this.preemptFor(next)) return
       this.queue.shift()
       next.state = 'prefilling'
       next.prefilled = 0
@@ -324,16 +339,28 @@ export class Scheduler {
   }
 
   private preemptToFitBudget(): void {
-    while (this.running.length > 1 && this.kvBytesNextStep() > this.limits.kvBudgetBytes) {
-      const victim = this.running.reduce((worst, s) =>
-        s.priority > worst.priority || (s.priority === worst.priority && s.arrivalSeq > worst.arrivalSeq) ? s : worst,
-      )
-      this.evict(victim)
-      victim.state = 'waiting'
-      victim.prefilled = 0
-      this.queue.requeue(victim)
-      this.hooks.onPreempted?.(victim)
-    }
+    while (this.running.length > 1 && this.kvBytesNextStep() > this.limits.kvBudgetBytes) this.preempt(latestOfWorst(this.running))
+  }
+
+  /**
+   * A waiting request that does not fit takes the place of a running row of worse priority
+   * (vLLM's priority scheduling): interactive work never waits behind batch rows for them to end.
+   * The row is preempted as for the budget (recomputed later, exactly). False when none is worse.
+   */
+  private preemptFor(seq: Sequence): boolean {
+    const worse = this.running.filter((r) => r.priority > seq.priority)
+    if (worse.length === 0) return false
+    this.preempt(latestOfWorst(worse))
+    return true
+  }
+
+  /** Back to the queue, its KV released; it is prefilled again (prompt and output) when readmitted. */
+  private preempt(victim: Sequence): void {
+    this.evict(victim)
+    victim.state = 'waiting'
+    victim.prefilled = 0
+    this.queue.requeue(victim)
+    this.hooks.onPreempted?.(victim)
   }
 
   private retire(seq: Sequence): void {
@@ -367,4 +394,9 @@ function startOf(seq: Sequence): NonNullable<PrefillPart['start']> {
   if (seq.req.constraint) start.constraint = seq.req.constraint
   if (seq.req.logprobs) start.logprobs = seq.req.logprobs.top
   return start
+}
+
+/** The row to give up first: the worst priority, and of those the latest arrival. */
+function latestOfWorst(rows: readonly Sequence[]): Sequence {
+  return rows.reduce((worst, s) => (s.priority > worst.priority || (s.priority === worst.priority && s.arrivalSeq > worst.arrivalSeq) ? s : worst))
 }

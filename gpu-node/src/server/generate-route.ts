@@ -317,10 +317,15 @@ function record(ctx: RequestContext, event: EngineEvent): void {
   if (code) ctx.outcome.errorCode = code
 }
 
+/** The retry hint of a request displaced by higher-priority work: soon, and the edge may place it elsewhere. */
+const PRIORITY_RETRY_AFTER_MS = 1000
+
 /** The engine's own failure codes in ApiError terms; anything unknown is a fixed 500. */
 function engineFailure(event: Extract<EngineEvent, { type: 'finish' }>): ApiError {
   const code = event.error?.code
   if (code === 'deadline_exceeded') return new ApiError('timeout', 'The request was dropped: its deadline passed before it could finish.')
+  // Displaced from a full queue by a request of higher priority (engine.ts submit).
+  if (code === 'overloaded') return new ApiError('overloaded', 'This node is at capacity and a request of higher priority took this one\'s place in the queue; please retry.', { retryAfterMs: PRIORITY_RETRY_AFTER_MS })
   // Cancelled by the node itself (e.g. shutting down), not by this client: worth a retry elsewhere.
   if (event.reason === 'abort' && code === undefined) return new ApiError('overloaded', 'The node cancelled the request before it finished; please retry.')
   if (code !== undefined && code !== 'internal' && (API_ERROR_CODES as readonly string[]).includes(code)) {
