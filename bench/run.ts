@@ -42,7 +42,7 @@ const { values } = parseArgs({
   },
 })
 if (values.help) {
-  console.log('npm run bench [-- --quick] [--only engine,edge,cancel,ratelimit,prefix,wan,structured] [--engine-model DIR] [--edge-model DIR]')
+  console.log('npm run bench [-- --quick] [--only engine,edge,cancel,ratelimit,prefix,wan,structured,realtime] [--engine-model DIR] [--edge-model DIR]')
   process.exit(0)
 }
 const quick = values.quick!
@@ -95,6 +95,8 @@ async function runSection(name: SectionName, ctx: BenchContext): Promise<Section
       return (await import('./scenarios/wan.ts')).runWan(ctx, { modelDir: values['edge-model']! })
     case 'structured':
       return (await import('./scenarios/structured.ts')).runStructured(ctx, { modelDir: values['engine-model']! })
+    case 'realtime':
+      return (await import('./scenarios/realtime.ts')).runRealtime(ctx)
   }
 }
 

@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { SectionResult } from './report-types.ts'
 
-export const SECTIONS = ['engine', 'edge', 'cancel', 'ratelimit', 'prefix', 'wan', 'structured'] as const
+export const SECTIONS = ['engine', 'edge', 'cancel', 'ratelimit', 'prefix', 'wan', 'structured', 'realtime'] as const
 export type SectionName = (typeof SECTIONS)[number]
 
 export interface Target {
@@ -65,6 +65,10 @@ export const TARGETS: Target[] = [
   { key: 'structured.mask_us_per_token_p50', label: 'structured output: grammar mask + accept per token per row, µs (32000-token vocabulary)', kind: 'max', target: 50 },
   { key: 'structured.compile_ms_p50', label: 'structured output: compiling a typical schema new to the engine, ms (cached thereafter)', kind: 'report' },
   { key: 'structured.json_schema_over_free_tokens_per_s', label: 'structured output: tokens/s of 32 rows each constrained by a bounded JSON schema ÷ the same 32 rows free, as many tokens row by row (small, in process)', kind: 'min', target: 0.9 },
+  { key: 'realtime.superseded_tokens_after_successor', label: 'typing (16 typists, a request every 150 ms, x-zl-supersede): model steps a superseded request still ran after its successor arrived, mean (one token per step; zl-code)', kind: 'max', target: 2 },
+  { key: 'realtime.typing_p99_ttft_over_idle', label: 'typing: p99 TTFT of the requests that got a first token ÷ idle TTFT (zl-code)', kind: 'max', target: 3 },
+  { key: 'realtime.interactive_p99_ttft_under_2x_overload_over_idle', label: 'interactive requests while batch traffic keeps twice the batch cap busy: p99 TTFT ÷ idle (zl-code)', kind: 'max', target: 3 },
+  { key: 'realtime.warm_turn_ttft_over_suffix_prefill', label: 'a warm chat turn\'s TTFT ÷ a fresh request of just its uncached tokens (~900-token system prompt, 6 turns, small, median)', kind: 'max', target: 2 },
   { key: 'structured.n4_over_n1_time', label: 'one request with n = 4 ÷ one with n = 1, wall time (120-token prompt, 32 new tokens; the other choices forked from the first one\'s prefill)', kind: 'max', target: 1.6 },
 ]
 

@@ -1,0 +1,181 @@
+/**
+ * Real-time completion (`--only realtime`): what an editor, a chat UI and a mixed fleet feel.
+ * Each part runs its own GPU node process, direct (no edge), 127.0.0.1 only.
+ *
+ * - typing (the trained default model): 16 typists each send a streaming completion every
+ *   150 ms for 5 s (2 s quick), each under its own x-zl-supersede key, the prompt one keystroke
+ *   longer each time. Keys: the model steps a superseded request still ran after its successor
+ *   arrived (the node's zl_abort_free_steps: a step is one token per row), and the p99 TTFT of
+ *   the requests that got a first token ÷ the idle TTFT of the same kind of request.
+ * - priority (the same model): batch traffic at twice the node's batch (2 × MAX_BATCH closed-loop
+ *   clients, x-zl-priority 1000: direct, the node takes the edge's number) while one interactive
+ *   client asks every 300 ms; its p99 TTFT ÷
+ *   idle. The same interactive requests sent as batch ones, beside, show what priority changes.
+ * - warm turns (small preset, as the issue measured): one conversation of 6 turns over a
+ *   ~900-token system prompt, prefix cache on; each warm turn's TTFT ÷ the TTFT of a fresh request
+ *   made of just its uncached tokens (usage's cached_tokens tells how many), sequential.
+ */
+import { DEFAULT_MODEL_DIR } from '../../gpu-node/src/config.ts'
+import { CLASS_PRIORITY } from '../../shared/src/priority.ts'
+import { ensureGeneratedModel } from '../../gpu-node/tools/generate-model/ensure-model.ts'
+import { benchAgent, sendRequest, type RequestRecord } from '../load/client.ts'
+import { buildBody } from '../load/dialects.ts'
+import { parseProm, promValue } from '../lib/prom.ts'
+import { chatPromptOfLength, textPromptOfLength } from '../lib/prompts.ts'
+import type { BenchContext, SectionResult } from '../lib/report-types.ts'
+import { startGpuNode, type GpuNode } from '../lib/services.ts'
+import { median, percentile, round } from '../lib/stats.ts'
+
+const TYPISTS = 16
+const KEYSTROKE_MS = 150
+const COMPLETION_TOKENS = 32
+/** The typists' files before their growing last line, and the priority probe's prompt, in tokens. */
+const TYPING_PROMPT = 160
+const PROBE_PROMPT = 48
+const PROBE_TOKENS = 8
+const BATCH_CAP = 16
+const WARM_MODEL = 'models/small'
+/** The wire header as the edge would send it for a batch key (the node takes numbers only). */
+const BATCH = { 'x-zl-priority': String(CLASS_PRIORITY.batch) }
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+export async function runRealtime(ctx: BenchContext): Promise<SectionResult> {
+  const notes: string[] = []
+  const raw: Record<string, unknown> = {}
+  const node = await startGpuNode({ modelDir: DEFAULT_MODEL_DIR, env: { MAX_BATCH: String(BATCH_CAP), MAX_QUEUE: '256' } })
+  let typing: { steps: number | null; p99OverIdle: number | null }
+  let priority: number | null
+  try {
+    // Idle: the same kind of request alone on the idle node, as each part sends it.
+    const idle = { typing: await idleTtft(node, TYPING_PROMPT, COMPLETION_TOKENS, ctx.quick ? 5 : 11), priority: await idleTtft(node, PROBE_PROMPT, PROBE_TOKENS, ctx.quick ? 5 : 11) }
+    raw.idle_ttft_ms = { typing: round(idle.typing, 2), priority: round(idle.priority, 2) }
+    ctx.log(`idle TTFT (${DEFAULT_MODEL_DIR}, stream): ${TYPING_PROMPT}-token prompt ${round(idle.typing, 1)} ms, ${PROBE_PROMPT}-token prompt ${round(idle.priority, 1)} ms`)
+    typing = await runTyping(ctx, node, idle.typing, raw)
+    priority = await runPriority(ctx, node, idle.priority, raw)
+  } finally {
+    await node.stop()
+  }
+  const warm = await runWarmTurns(ctx, raw)
+  notes.push(`realtime: typing and priority on ${DEFAULT_MODEL_DIR} (MAX_BATCH ${BATCH_CAP}), warm turns on ${WARM_MODEL}; a GPU node each, direct, 2 intra-op threads (the node's default)`)
+  return {
+    figures: {
+      superseded_tokens_after_successor: typing.steps,
+      typing_p99_ttft_over_idle: typing.p99OverIdle,
+      interactive_p99_ttft_under_2x_overload_over_idle: priority,
+      warm_turn_ttft_over_suffix_prefill: warm,
+    },
+    raw,
+    notes,
+  }
+}
+
+const completion = (node: GpuNode, text: string, maxTokens: number, headers: Record<string, string> = {}, agent = benchAgent()) =>
+  sendRequest({ origin: node.url, dialect: 'openai-completions', body: buildBody('openai-completions', { model: node.model, text, maxTokens, stream: true, ignoreEos: true }), stream: true, headers, dispatcher: agent })
+
+async function idleTtft(node: GpuNode, promptTokens: number, maxTokens: number, n: number): Promise<number> {
+  const ttfts: number[] = []
+  for (let i = 0; i < n; i++) {
+    const r = await completion(node, textPromptOfLength(DEFAULT_MODEL_DIR, promptTokens, 300 + i).text, maxTokens)
+    if (i > 0) ttfts.push(r.ttftMs!)
+  }
+  return median(ttfts)
+}
+
+async function nodeMetrics(node: GpuNode) {
+  const samples = parseProm(await node.metricsText())
+  return { freedSteps: promValue(samples, 'zl_abort_free_steps_sum'), freed: promValue(samples, 'zl_abort_free_steps_count'), superseded: promValue(samples, 'zl_request_failure_total', { reason: 'superseded' }) }
+}
+
+async function runTyping(ctx: BenchContext, node: GpuNode, idle: number, raw: Record<string, unknown>) {
+  const durationMs = ctx.quick ? 2000 : 5000
+  const before = await nodeMetrics(node)
+  const agent = benchAgent()
+  const records: RequestRecord[] = []
+  const base = Array.from({ length: TYPISTS }, (_, t) => textPromptOfLength(DEFAULT_MODEL_DIR, TYPING_PROMPT, 100 + t).text)
+  const started = performance.now()
+  await Promise.all(
+    base.map(async (prompt, t) => {
+      const inFlight: Array<Promise<void>> = []
+      for (let k = 0; performance.now() - started < durationMs; k++) {
+        // One keystroke more each time: the prompt grows by a character.
+        const text = `${prompt}\ndef f${t}(${'x'.repeat(k)}`
+        inFlight.push(completion(node, text, COMPLETION_TOKENS, { 'x-zl-supersede': `typist-${t}` }, agent).then((r) => void records.push(r)))
+        await sleep(KEYSTROKE_MS)
+      }
+      await Promise.all(inFlight)
+    }),
+  )
+  await agent.close()
+  const after = await nodeMetrics(node)
+  const superseded = after.superseded - before.superseded
+  const freed = after.freed - before.freed
+  const steps = freed > 0 ? (after.freedSteps - before.freedSteps) / freed : null
+  const firsts = records.filter((r) => r.ttftMs !== undefined).map((r) => r.ttftMs!)
+  const p99 = firsts.length > 0 ? percentile(firsts, 99) : null
+  raw.typing = { typists: TYPISTS, keystroke_ms: KEYSTROKE_MS, duration_ms: durationMs, requests: records.length, superseded, with_first_token: firsts.length, ttft_ms: { p50: round(median(firsts), 2), p99: p99 === null ? null : round(p99, 2) }, steps_after_successor_mean: steps === null ? null : round(steps, 3) }
+  ctx.log(`typing: ${records.length} requests, ${superseded} superseded; steps run after the successor arrived, mean ${steps === null ? '–' : round(steps, 2)}; TTFT p99 ${p99 === null ? '–' : round(p99, 1)} ms`)
+  return { steps: steps === null ? null : round(steps), p99OverIdle: p99 === null ? null : round(p99 / idle) }
+}
+
+async function runPriority(ctx: BenchContext, node: GpuNode, idle: number, raw: Record<string, unknown>): Promise<number | null> {
+  const durationMs = ctx.quick ? 6000 : 15_000
+  const agent = benchAgent()
+  let stop = false
+  const batchText = (i: number) => textPromptOfLength(DEFAULT_MODEL_DIR, 96, 500 + (i % 8)).text
+  // Twice the batch cap, closed loop: as many batch requests queued as running, all the time.
+  const batchers = Array.from({ length: 2 * BATCH_CAP }, async (_, i) => {
+    for (let n = 0; !stop; n++) await completion(node, batchText(i + n), 64, BATCH, agent)
+  })
+  await sleep(1000)
+  const asked: Record<'interactive' | 'as_batch', number[]> = { interactive: [], as_batch: [] }
+  const started = performance.now()
+  // Two probes side by side, each asking 300 ms after its last answer: one interactive, one sending the same as batch.
+  await Promise.all(
+    (['interactive', 'as_batch'] as const).map(async (as, p) => {
+      for (let i = 0; performance.now() - started < durationMs; i++) {
+        const r = await completion(node, textPromptOfLength(DEFAULT_MODEL_DIR, PROBE_PROMPT, 700 + 2 * i + p).text, PROBE_TOKENS, as === 'as_batch' ? BATCH : {}, agent)
+        if (r.ttftMs !== undefined) asked[as].push(r.ttftMs)
+        await sleep(300)
+      }
+    }),
+  )
+  stop = true
+  await Promise.all(batchers)
+  await agent.close()
+  const p99 = (xs: number[]) => (xs.length > 0 ? round(percentile(xs, 99), 2) : null)
+  raw.priority = { batch_clients: 2 * BATCH_CAP, max_batch: BATCH_CAP, interactive_ttft_ms_p99: p99(asked.interactive), same_requests_as_batch_ttft_ms_p99: p99(asked.as_batch), interactive_requests: asked.interactive.length, as_batch_requests: asked.as_batch.length }
+  ctx.log(`priority: under 2× batch load, interactive TTFT p99 ${p99(asked.interactive)} ms; the same sent as batch ${p99(asked.as_batch)} ms`)
+  const p = p99(asked.interactive)
+  return p === null ? null : round(p / idle)
+}
+
+async function runWarmTurns(ctx: BenchContext, raw: Record<string, unknown>): Promise<number | null> {
+  await ensureGeneratedModel(WARM_MODEL, (l) => ctx.log(l))
+  const node = await startGpuNode({ modelDir: WARM_MODEL })
+  const agent = benchAgent()
+  try {
+    const system = chatPromptOfLength(WARM_MODEL, 900, 41).text
+    const messages: Array<{ role: 'system' | 'user' | 'assistant'; content: string }> = [{ role: 'system', content: system }]
+    const chat = (msgs: typeof messages) =>
+      sendRequest({ origin: node.url, dialect: 'openai-chat', body: buildBody('openai-chat', { model: node.model, text: '', messages: msgs, maxTokens: 24, stream: true, ignoreEos: true }), stream: true, dispatcher: agent, captureText: true })
+    const ratios: number[] = []
+    const turns: unknown[] = []
+    for (let turn = 1; turn <= 6; turn++) {
+      messages.push({ role: 'user', content: chatPromptOfLength(WARM_MODEL, 40, 900 + turn).text })
+      const r = await chat(messages)
+      messages.push({ role: 'assistant', content: r.text ?? '' })
+      if (turn === 1) continue
+      const uncached = (r.promptTokens ?? 0) - (r.cachedTokens ?? 0)
+      const fresh = await chat([{ role: 'user', content: chatPromptOfLength(WARM_MODEL, Math.max(1, uncached), 2000 + turn).text }])
+      ratios.push(r.ttftMs! / fresh.ttftMs!)
+      turns.push({ turn, prompt_tokens: r.promptTokens, cached_tokens: r.cachedTokens, warm_ttft_ms: round(r.ttftMs!, 2), fresh_suffix_ttft_ms: round(fresh.ttftMs!, 2) })
+    }
+    raw.warm_turns = turns
+    ctx.log(`warm turns: TTFT ÷ a fresh prompt of the uncached tokens: ${ratios.map((x) => round(x, 2)).join(', ')}`)
+    return ratios.length > 0 ? round(median(ratios)) : null
+  } finally {
+    await agent.close()
+    await node.stop()
+  }
+}
