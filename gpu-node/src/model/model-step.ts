@@ -4,6 +4,7 @@ import { SequenceSampler } from '../sampling/sampler.ts'
 import { BatchKvCache, ConcatPrefill, emptyLayers, modelFeeds, presentsOf, type BatchCache, type KvJoin, type PrefillCache } from './batch-kv-cache.ts'
 import type { SessionIo } from './session-io.ts'
 import { DEFAULT_PREFIX_BLOCK_TOKENS, type PrefillPart, type StepPlan, type StepResult } from './runner.ts'
+import { KvBufferSet } from './kv-buffer-set.ts'
 import { SlotKvCache } from './slot-kv-cache.ts'
 import { floatsOf } from './tensor-dtype.ts'
 import type { KvBlock } from './kv-block.ts'
@@ -34,6 +35,8 @@ export class ModelStep {
   /** The prefix cache's blocks by slot (the engine's prefix-cache.ts decides which). */
   private readonly blocks = new Map<number, KvBlock>()
   private readonly prefixBlockTokens: number
+  /** An emptied batch's KV buffers, for the next slot cache (kv-buffer-set.ts). */
+  private readonly buffers: KvBufferSet
 
   constructor(
     private readonly session: ort.InferenceSession,
@@ -59,6 +62,7 @@ export class ModelStep {
     this.vocabSize = opts.vocabSize ?? Infinity
     this.kvBudgetBytes = opts.kvBudgetBytes ?? Infinity
     this.prefixBlockTokens = opts.prefixBlockTokens ?? DEFAULT_PREFIX_BLOCK_TOKENS
+    this.buffers = new KvBufferSet(io.kvType)
     this.batch = this.bounded(opts.batch ?? (io.kvCache === 'slots' ? new SlotKvCache(io) : new BatchKvCache(io)))
   }
 
@@ -265,6 +269,7 @@ export class ModelStep {
    */
   private bounded<C extends BatchCache | PrefillCache>(cache: C): C {
     if (cache instanceof SlotKvCache) {
+      cache.buffers = this.buffers
       cache.room = () => {
         let others = 0
         for (const c of [this.batch, ...this.prefilling.values()]) if (c !== cache && c instanceof SlotKvCache) others += c.heldBytes

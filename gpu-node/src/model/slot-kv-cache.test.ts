@@ -10,6 +10,7 @@ import { readModelDir } from './model-dir.ts'
 import { ModelStep } from './model-step.ts'
 import { kvBytesPerToken, type PrefillPart, type StepPlan, type StepResult } from './runner.ts'
 import { readSessionIo } from './session-io.ts'
+import { KvBufferSet } from './kv-buffer-set.ts'
 import { SlotKvCache } from './slot-kv-cache.ts'
 import { ONE_THREAD } from '../../test/support/one-thread.ts'
 
@@ -174,6 +175,35 @@ for (const preset of ['tiny', 'tiny-llama'] as const) {
         tight.relayout(new Set(), [(await prefilled()).join])
         expect(tight.rows).toBe(1)
         expect((tight.decodeFeeds()['past_key_values.0.key']!.data as Float32Array).buffer).not.toBe((joining.layers[0]!.key.data as Float32Array).buffer)
+      } finally {
+        await session.release()
+      }
+    })
+
+    it("gives the next sequence an emptied batch's buffers when they hold its prompt", async () => {
+      const model = readModelDir(join(root, `${preset}-slots`))
+      const session = await ort.InferenceSession.create(model.onnxPath, ONE_THREAD)
+      try {
+        const io = readSessionIo(session, model.config)
+        const buffers = new KvBufferSet(io.kvType)
+        const prefilled = async (id: number, n: number) => {
+          const cache = SlotKvCache.forSequence(io, id)
+          cache.buffers = buffers
+          cache.expect(n + 1)
+          cache.accept(await session.run(cache.feeds(BigInt64Array.from(prompt(id, n), (t) => BigInt(t)), n)), n)
+          return cache
+        }
+        const batch = new SlotKvCache(io)
+        batch.buffers = buffers
+        const first = await prefilled(1, 40)
+        batch.relayout(new Set(), [first.join(1, 7)])
+        const held = batch.decodeFeeds()['past_key_values.0.key']!.data as Float32Array
+        batch.relayout(new Set([1]))
+        expect(batch.rows).toBe(0)
+        // A little longer than the first: it fits the buffers the batch let go, at their capacity.
+        const second = await prefilled(2, 44)
+        expect(second.capacity).toBe(first.capacity)
+        expect((second.join(2, 7).layers[0]!.key.data as Float32Array).buffer).toBe(held.buffer)
       } finally {
         await session.release()
       }

@@ -3,6 +3,7 @@ import { modelFeeds, presentsOf, type BatchCache, type KvJoin, type LayerKv, typ
 import { kvBytesPerToken } from './runner.ts'
 import type { SessionIo } from './session-io.ts'
 import { readBlock, writeBlocks, type KvBlock } from './kv-block.ts'
+import type { KvBufferSet } from './kv-buffer-set.ts'
 import { kvArray, type KvArray } from './tensor-dtype.ts'
 
 /**
@@ -47,6 +48,8 @@ export class SlotKvCache implements BatchCache, PrefillCache {
    * and slots are taken only inside it; see `sized`.
    */
   room: () => number = () => Infinity
+  /** Where new buffers come from and an emptied batch's go (ModelStep's, shared by its caches); without it, new zeroed ones. */
+  buffers?: KvBufferSet
 
   constructor(
     private readonly io: SessionIo,
@@ -212,8 +215,8 @@ export class SlotKvCache implements BatchCache, PrefillCache {
   }
 
   /**
-   * An empty batch takes a lone joining sequence's one-row buffers as they are (whole buffers: a
-   * sequence's prefill cache, done with them) instead of allocating and zero-filling a row step
+   * An empty batch takes a lone joining sequence's one-row buffers as they are (a sequence's
+   * prefill cache, done with them) instead of allocating and zero-filling a row step
    * of rows to copy one into: on an idle node that was ~2 ms of a 64-token prompt's ~25 ms first
    * step on a 58 M GPT-2. A second sequence joining later grows the rows, copying this one. Not
    * past the room (the budget less the other caches): the copy then sizes the row to fit.
@@ -223,9 +226,10 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     const first = j?.layers[0]?.key
     if (!j || !first || j.row !== 0 || j.start !== 0) return false
     const [rows, , width] = first.dims as number[]
-    const whole = (t: ort.Tensor) => (t.data as KvArray).byteOffset === 0 && (t.data as KvArray).length === (t.data as KvArray).buffer.byteLength / (t.data as KvArray).BYTES_PER_ELEMENT
+    // The sequence cache's own buffers: views from their start (a buffer from `buffers` may be longer).
+    const own = (t: ort.Tensor) => (t.data as KvArray).byteOffset === 0
     if (rows !== 1 || width! < j.len + 1 || width! * kvBytesPerToken(this.io) > this.room()) return false
-    if (!j.layers.every((l) => whole(l.key) && whole(l.value))) return false
+    if (!j.layers.every((l) => own(l.key) && own(l.value))) return false
     this.keys = j.layers.map((l) => l.key.data as KvArray)
     this.values = j.layers.map((l) => l.value.data as KvArray)
     this.rowCapacity = 1
@@ -252,7 +256,14 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     if (rows <= this.rowCapacity && slots <= this.capacity) return
     // Rows grow to the next multiple of ROW_STEP (joins come a few at a time); slots grow by grownCapacity.
     const wantRows = rows <= this.rowCapacity ? this.rowCapacity : roundUp(rows, this.rowStep)
-    const wantSlots = slots <= this.capacity ? this.capacity : grownCapacity(slots, this.slotStep)
+    const kept = this.buffers?.slotsFor(wantRows, this.io.numKvHeads * this.io.headDim) ?? 0
+    let grown = slots <= this.capacity ? this.capacity : grownCapacity(slots, this.slotStep)
+    // Kept buffers that hold the slots are taken whole, their capacity as it is (within twice the
+    // growth). Kept ones a little too small are a conversation that outgrew its last turn's: the
+    // new ones get room for a few more turns (an eighth more again), or every other turn would
+    // miss them.
+    if (kept > 0 && kept < slots) grown = grownCapacity(grown, this.slotStep)
+    const wantSlots = kept >= slots && kept <= 2 * grown ? kept : grown
     this.resize(...this.sized(rows, slots, wantRows, wantSlots), valid)
   }
 
@@ -276,7 +287,8 @@ export class SlotKvCache implements BatchCache, PrefillCache {
   private resize(rowCapacity: number, capacity: number, valid: number): void {
     const { numLayers, numKvHeads: h, headDim: d } = this.io
     const copy = (old: KvArray | undefined): KvArray => {
-      const next = kvArray(this.io.kvType, rowCapacity * h * capacity * d)
+      const n = rowCapacity * h * capacity * d
+      const next = this.buffers ? this.buffers.take(n) : kvArray(this.io.kvType, n)
       if (old) {
         for (let r = 0; r < valid; r++) {
           for (let head = 0; head < h; head++) {
@@ -308,8 +320,9 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     this.values.forEach(fn)
   }
 
-  /** An empty batch holds no memory. */
+  /** An empty batch holds no memory of its own (its buffers go to `buffers`, for the next cache). */
   private free(): void {
+    this.buffers?.keep([...this.keys, ...this.values])
     this.keys = []
     this.values = []
     this.rowCapacity = 0
