@@ -178,12 +178,32 @@ export class ModelStep {
     return joins
   }
 
-  /** Whole prompts that continue cached prefixes: each its own B=1 run (their pasts differ). */
+  /**
+   * Whole prompts that continue cached prefixes. On the slot path they run as one ragged batch
+   * (their pasts differ: each row starts from its own blocks; their new tokens differ in number):
+   * one run each cost a step each, and an editor's keystrokes, each a prompt one character longer
+   * than the last, made a tick of sixteen such runs. The concat path runs them one at a time.
+   */
   private async prefillEach(parts: PrefillPart[]): Promise<KvJoin[]> {
+    for (const p of parts) if (!p.start || !p.last) throw new Error('prompts continuing cached prefixes share a chunk only whole')
+    if (this.io.kvCache !== 'slots' || parts.length === 1) {
+      const joins: KvJoin[] = []
+      for (const p of parts) joins.push(...(await this.prefillOne(p)))
+      return joins
+    }
+    for (const p of parts) await this.prepareSampling(p.seqId, p.start!)
+    const blocks = parts.map((p) => (p.start!.prefix ?? []).map((slot) => this.savedBlock(slot)))
+    const cache = this.bounded(new SlotKvCache(this.io, undefined, 1))
+    const slots = parts.reduce((m, p, r) => Math.max(m, blocks[r]!.length * this.prefixBlockTokens + p.tokens.length + 1), 0)
+    cache.startRows(parts.map((p) => p.seqId), blocks, this.prefixBlockTokens, slots)
+    const s = parts.reduce((m, p) => Math.max(m, p.tokens.length), 0)
+    const outputs = await this.session.run(cache.feedsRagged(parts.map((p) => p.tokens)))
+    cache.acceptRagged(outputs, s, parts.map((p) => p.tokens.length))
     const joins: KvJoin[] = []
-    for (const p of parts) {
-      if (!p.start || !p.last) throw new Error('prompts continuing cached prefixes share a chunk only whole')
-      joins.push(...(await this.prefillOne(p)))
+    for (const [r, p] of parts.entries()) {
+      const logits = this.logitsAt(outputs, r, p.tokens.length - 1)
+      const raw = p.forks?.length ? logits.slice() : undefined
+      joins.push(...(await this.withForks(p, cache.joinRow(r, await this.first(p.seqId, logits)), raw)))
     }
     return joins
   }
@@ -221,6 +241,12 @@ export class ModelStep {
     return joins
   }
 
+  private savedBlock(slot: number): KvBlock {
+    const block = this.blocks.get(slot)
+    if (!block) throw new Error(`prefix-cache slot ${slot} was never saved`)
+    return block
+  }
+
   /** Creates the sampler (and grammar state) and the empty B=1 cache of a sequence's first prefill part. */
   private async begin(p: PrefillPart): Promise<void> {
     const start = p.start!
@@ -228,13 +254,7 @@ export class ModelStep {
     const cache = this.bounded(this.io.kvCache === 'slots' ? SlotKvCache.forSequence(this.io, p.seqId) : new ConcatPrefill(this.io))
     // The whole prompt's room, and the first generated token's, before its first chunk (within the budget: bounded()).
     if (cache instanceof SlotKvCache) cache.expect(start.tokens.length + 1)
-    if (start.prefix?.length) {
-      cache.startFrom(start.prefix.map((slot) => {
-        const block = this.blocks.get(slot)
-        if (!block) throw new Error(`prefix-cache slot ${slot} was never saved`)
-        return block
-      }), this.prefixBlockTokens)
-    }
+    if (start.prefix?.length) cache.startFrom(start.prefix.map((slot) => this.savedBlock(slot)), this.prefixBlockTokens)
     this.prefilling.set(p.seqId, cache)
   }
 
@@ -287,9 +307,14 @@ export class ModelStep {
    */
   private lastLogits(outputs: ort.InferenceSession.ReturnType, row: number): Float32Array {
     const t = outputs.logits as ort.Tensor
-    const [, positions, v] = t.dims
-    const at = (row * positions + positions - 1) * v
-    return floatsOf(t, at, v)
+    return this.logitsAt(outputs, row, t.dims[1]! - 1)
+  }
+
+  /** Row `row`'s logits at `position` of the positions the run kept. */
+  private logitsAt(outputs: ort.InferenceSession.ReturnType, row: number, position: number): Float32Array {
+    const t = outputs.logits as ort.Tensor
+    const [, positions, v] = t.dims as [number, number, number]
+    return floatsOf(t, (row * positions + position) * v, v)
   }
 
   private samplerOf(seqId: number): SequenceSampler {

@@ -209,6 +209,52 @@ for (const preset of ['tiny', 'tiny-llama'] as const) {
       }
     })
 
+    it('prefills rows that continue different cached blocks together, ragged, as each would alone', async () => {
+      const model = readModelDir(join(root, `${preset}-slots`))
+      const session = await ort.InferenceSession.create(model.onnxPath, ONE_THREAD)
+      try {
+        const io = readSessionIo(session, model.config)
+        const B = 4
+        // Blocks of 4 tokens read off a first run of each prefix.
+        const prefixes = [8, 4, 12].map((n, i) => prompt(10 + i, n))
+        const blocksOf = async (tokens: number[]) => {
+          const c = SlotKvCache.forSequence(io, 99)
+          c.expect(tokens.length + 1)
+          c.accept(await session.run(c.feeds(BigInt64Array.from(tokens, BigInt), tokens.length)), tokens.length)
+          return Array.from({ length: tokens.length / B }, (_, b) => c.readBlock(99, b * B, B))
+        }
+        const blocks = await Promise.all(prefixes.map(blocksOf))
+        const rest = [prompt(20, 5), prompt(21, 1), prompt(22, 3)]
+        const alone = async (r: number) => {
+          const c = SlotKvCache.forSequence(io, r)
+          c.expect(prefixes[r]!.length + rest[r]!.length + 1)
+          c.startFrom(blocks[r]!, B)
+          const out = await session.run(c.feeds(BigInt64Array.from(rest[r]!, BigInt), rest[r]!.length))
+          const l = out.logits as ort.Tensor
+          const v = l.dims[2]!
+          return Array.from((l.data as Float32Array).subarray((l.dims[1]! - 1) * v, l.dims[1]! * v))
+        }
+        const ragged = new SlotKvCache(io, 4, 1)
+        ragged.startRows([0, 1, 2], blocks, B, 30)
+        const s = 5
+        const out = await session.run(ragged.feedsRagged(rest))
+        ragged.acceptRagged(out, s, rest.map((t) => t.length))
+        const l = out.logits as ort.Tensor
+        const [, positions, v] = l.dims as [number, number, number]
+        for (let r = 0; r < 3; r++) {
+          const row = Array.from((l.data as Float32Array).subarray((r * positions + rest[r]!.length - 1) * v, (r * positions + rest[r]!.length) * v))
+          const ref = await alone(r)
+          expect(Math.max(...row.map((x, i) => Math.abs(x - ref[i]!)))).toBeLessThan(1e-4)
+          expect(row.indexOf(Math.max(...row))).toBe(ref.indexOf(Math.max(...ref)))
+          expect(ragged.joinRow(r, 1)).toMatchObject({ seqId: r, len: prefixes[r]!.length + rest[r]!.length, row: r, start: 0 })
+        }
+        // Control: the padding's K/V kept as if real would make the shorter rows longer.
+        expect(ragged.lens).toEqual([13, 5, 15])
+      } finally {
+        await session.release()
+      }
+    })
+
     it('gives the same tokens with the default slot step', async () => {
       const concat = await run(join(root, `${preset}-concat`))
       const slots = await run(join(root, `${preset}-slots`))

@@ -152,6 +152,63 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     this.reserve(1, slots)
   }
 
+  /**
+   * Rows for several sequences at once, each starting from its own cached blocks (`blocks[r]`),
+   * with room for `slots` tokens in every row: prompts that continue cached prefixes, prefilled
+   * together (feedsRagged) rather than one run each.
+   */
+  startRows(seqIds: readonly number[], blocks: ReadonlyArray<readonly KvBlock[]>, blockTokens: number, slots: number): void {
+    this.seqIds = [...seqIds]
+    this.lens = seqIds.map(() => 0)
+    this.nextTokens = seqIds.map(() => 0)
+    this.reserve(seqIds.length, slots, 0)
+    blocks.forEach((b, r) => {
+      writeBlocks(this.io, b, blockTokens, this.keys, this.values, this.rowLayout(r))
+      this.lens[r] = b.length * blockTokens
+    })
+  }
+
+  /**
+   * Feeds for each row's own new tokens, `tokens[r]` (lengths may differ): ids [rows, s] with s the
+   * longest, a shorter row padded at its end by repeating its last token. A row's real tokens come
+   * first and attend only to themselves and before (the causal mask), so its padding changes none
+   * of their logits or K/V; acceptRagged keeps only the real ones. Every position's logits are
+   * kept (num_logits_to_keep 0): a row's last real token may sit anywhere.
+   */
+  feedsRagged(tokens: ReadonlyArray<readonly number[]>): Record<string, ort.Tensor> {
+    const s = tokens.reduce((m, t) => Math.max(m, t.length), 0)
+    const ids = new BigInt64Array(this.rows * s)
+    tokens.forEach((t, r) => {
+      for (let i = 0; i < s; i++) ids[r * s + i] = BigInt(t[Math.min(i, t.length - 1)]!)
+    })
+    const feeds = this.feeds(ids, s)
+    if (feeds.num_logits_to_keep) feeds.num_logits_to_keep = new ort.Tensor('int64', BigInt64Array.of(0n), [])
+    return feeds
+  }
+
+  /** Writes each row's first `counts[r]` new K/V of a ragged step ([rows, kvHeads, s, headDim]) after its tokens. */
+  acceptRagged(outputs: ort.InferenceSession.ReturnType, s: number, counts: readonly number[]): void {
+    const { numKvHeads: h, headDim: d } = this.io
+    const cap = this.capacity
+    presentsOf(this.io, outputs).forEach((layer, i) => {
+      for (const [src, dst] of [[layer.key, this.keys[i]], [layer.value, this.values[i]]] as const) {
+        const data = src.data as KvArray
+        for (let r = 0; r < this.rows; r++) {
+          for (let head = 0; head < h; head++) {
+            const from = (r * h + head) * s * d
+            dst.set(data.subarray(from, from + counts[r]! * d), ((r * h + head) * cap + this.lens[r]!) * d)
+          }
+        }
+      }
+    })
+    counts.forEach((n, r) => (this.lens[r] += n))
+  }
+
+  /** Row `r` of this cache as a sequence joining the batch. */
+  joinRow(r: number, nextToken: number): KvJoin {
+    return { seqId: this.seqIds[r]!, nextToken, len: this.lens[r]!, layers: this.layers(), row: r, start: 0 }
+  }
+
   /** One row of this cache, empty so far: its first tokens from cached blocks. */
   startFrom(blocks: readonly KvBlock[], blockTokens: number): void {
     const n = blocks.length * blockTokens
