@@ -121,20 +121,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
 
   /** Writes the step's new K/V ([rows, kvHeads, s, headDim]) after each row's tokens. */
   accept(outputs: ort.InferenceSession.ReturnType, s: number): void {
-    const { numKvHeads: h, headDim: d } = this.io
-    const cap = this.capacity
-    presentsOf(this.io, outputs).forEach((layer, i) => {
-      for (const [src, dst] of [[layer.key, this.keys[i]], [layer.value, this.values[i]]] as const) {
-        const data = src.data as KvArray
-        for (let r = 0; r < this.rows; r++) {
-          for (let head = 0; head < h; head++) {
-            const from = (r * h + head) * s * d
-            dst.set(data.subarray(from, from + s * d), ((r * h + head) * cap + this.lens[r]) * d)
-          }
-        }
-      }
-    })
-    for (let r = 0; r < this.rows; r++) this.lens[r] += s
+    this.acceptRagged(outputs, s, this.lens.map(() => s))
   }
 
   readBlock(seqId: number, from: number, count: number, into?: KvBlock): KvBlock {
