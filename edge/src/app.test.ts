@@ -198,14 +198,14 @@ describe('structured output at the edge', () => {
 
 describe('what the edge tells the node of priority and supersession', () => {
   const body = { model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }
-  async function sent(key: string, extra: Record<string, string> = {}): Promise<Record<string, string>> {
+  async function sent(key: string, extra: Record<string, string> = {}, fields: Record<string, unknown> = {}): Promise<Record<string, string>> {
     const h = await harness()
     let seen: Record<string, string> = {}
     h.answer = (headers) => {
       seen = headers
       return Response.json({ id: 'x', object: 'chat.completion', choices: [] })
     }
-    expect((await h.call('/v1/chat/completions', body, { authorization: `Bearer ${key}`, ...extra })).status).toBe(200)
+    expect((await h.call('/v1/chat/completions', { ...body, ...fields }, { authorization: `Bearer ${key}`, ...extra })).status).toBe(200)
     return seen
   }
 
@@ -216,6 +216,11 @@ describe('what the edge tells the node of priority and supersession', () => {
     expect((await sent(BATCH_KEY))['x-zl-priority']).toBe('1000')
     expect((await sent(BATCH_KEY, { 'x-zl-priority': 'interactive' }))['x-zl-priority']).toBe('1000')
     expect((await sent(BATCH_KEY, { 'x-zl-priority': '5000' }))['x-zl-priority']).toBe('5000')
+    // vLLM's body field does the same; with the header too, the later of the two asks wins.
+    expect((await sent(KEY, {}, { priority: 7 }))['x-zl-priority']).toBe('7')
+    expect((await sent(KEY, {}, { priority: -5 }))['x-zl-priority']).toBe('0')
+    expect((await sent(BATCH_KEY, {}, { priority: 3 }))['x-zl-priority']).toBe('1000')
+    expect((await sent(KEY, { 'x-zl-priority': '20' }, { priority: 9 }))['x-zl-priority']).toBe('20')
   })
 
   it('passes x-zl-supersede on with the time the edge received the request', async () => {
@@ -226,9 +231,10 @@ describe('what the edge tells the node of priority and supersession', () => {
   })
 
   it('refuses a malformed ask with a 400 naming the header, before any node is asked', async () => {
-    for (const [name, value] of [['x-zl-priority', 'urgent'], ['x-zl-priority', '-1'], ['x-zl-supersede', 'has space']] as const) {
+    for (const [name, value] of [['x-zl-priority', 'urgent'], ['x-zl-priority', '-1'], ['x-zl-supersede', 'has space'], ['priority', 'high']] as const) {
       const h = await harness()
-      const res = await h.call('/v1/chat/completions', body, { authorization: `Bearer ${KEY}`, [name]: value })
+      const asBody = name === 'priority'
+      const res = await h.call('/v1/chat/completions', asBody ? { ...body, priority: value } : body, { authorization: `Bearer ${KEY}`, ...(asBody ? {} : { [name]: value }) })
       expect(res.status).toBe(400)
       expect(await res.json()).toMatchObject({ error: { param: name } })
       expect(h.forwardedPaths).toEqual([])

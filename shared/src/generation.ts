@@ -209,6 +209,8 @@ export interface GenerateRequest {
    * the request to where that conversation's prefix is cached, and never selects cached tokens.
    */
   contextId?: string
+  /** vLLM's `priority` from the body (lower first); the edge applies it within the key's class. */
+  priority?: number
   /** Structured output: what the generated text must match (OpenAI `response_format`). */
   constraint?: OutputConstraint
   /** The wire field that set `constraint`, named when its grammar cannot be compiled (default `response_format`). */

@@ -28,6 +28,12 @@ export function parsePriorityAsk(value: string | null | undefined): number | und
   throw new ApiError('invalid_request', `The ${PRIORITY_HEADER} header must be 'interactive', 'batch' or a whole number from 0 to ${MAX_PRIORITY} (lower runs first).`, { param: PRIORITY_HEADER })
 }
 
+/** Of a request's asks (its header, vLLM's body `priority`), the one that runs it last; undefined when it made none. */
+export function lowestAsk(...asks: Array<number | undefined>): number | undefined {
+  const made = asks.filter((a): a is number => a !== undefined)
+  return made.length > 0 ? Math.max(...made) : undefined
+}
+
 /** The number the node gets: the request's ask, never ahead of its key's class. */
 export function effectivePriority(keyClass: PriorityClass, ask: number | undefined): number {
   return Math.max(CLASS_PRIORITY[keyClass], ask ?? CLASS_PRIORITY[keyClass])

@@ -8,7 +8,7 @@
  */
 import type { Context } from 'hono'
 import { ApiError } from '../../../shared/src/api-error.ts'
-import { effectivePriority } from '../../../shared/src/priority.ts'
+import { effectivePriority, lowestAsk } from '../../../shared/src/priority.ts'
 import { randomUint32 } from '../../../shared/src/random-pool.ts'
 import { WIRE_HEADERS } from '../../../shared/src/wire-headers.ts'
 import type { AppEnv, AffinityReason } from '../context.ts'
@@ -86,7 +86,7 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
         traceparent: c.get('traceparent'),
         tenant: principal.tenant,
         keyId: principal.keyId,
-        priority: effectivePriority(principal.priorityClass, c.get('generate').priorityAsk),
+        priority: effectivePriority(principal.priorityClass, lowestAsk(c.get('generate').priorityAsk, gen.priority)),
         edge,
         signal: deps.clientSignal?.(c) ?? c.req.raw.signal,
         startedAtMs: c.get('startedAtMs'),

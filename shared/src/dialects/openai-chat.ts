@@ -7,7 +7,7 @@ import { choiceCalls, choiceText, type ChatMessage, type ChoiceOutput, type Comp
 import { SSE_DONE, sseData } from '../sse.ts'
 import type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
 import { OPENAI_ERRORS, OPENAI_STREAM_ENDS, vllmContextLengthExceeded } from './openai-errors.ts'
-import { MAX_CHAT_TOP_LOGPROBS, nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, promptCacheKeyField, streamFields, toChatLogprobs, toContextId, toOpenAIFinishReason, toOpenAIUsage, toStreamSettings, type OpenAIFinishReason } from './openai-fields.ts'
+import { MAX_CHAT_TOP_LOGPROBS, nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, priorityField, promptCacheKeyField, streamFields, toChatLogprobs, toContextId, toOpenAIFinishReason, toPriority, toOpenAIUsage, toStreamSettings, type OpenAIFinishReason } from './openai-fields.ts'
 import { OPENAI_LIMIT_HEADERS } from './openai-limit-headers.ts'
 import { openAIToolFields, OpenAIToolCall, toChatToolCalls, toOpenAIToolUse } from './openai-tools.ts'
 import { responseFormatField, toOutputConstraint } from './response-format.ts'
@@ -47,6 +47,7 @@ export const ChatCompletionRequest = z.strictObject({
   ...samplingFields,
   ...streamFields,
   ...promptCacheKeyField,
+  ...priorityField,
   ...openAIHarmlessFields,
 })
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequest>
@@ -69,6 +70,8 @@ export function parseChatCompletionRequest(body: unknown): GenerateRequest {
   if (req.ignore_eos) out.ignoreEos = true
   const contextId = toContextId(req)
   if (contextId !== undefined) out.contextId = contextId
+  const priority = toPriority(req)
+  if (priority !== undefined) out.priority = priority
   const tools = toOpenAIToolUse(req)
   if (tools) out.tools = tools
   const constraint = toOutputConstraint(req.response_format)

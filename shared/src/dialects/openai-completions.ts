@@ -7,7 +7,7 @@ import { choiceText, type ChoiceOutput, type CompletedReason, type GenerateReque
 import { SSE_DONE, sseData } from '../sse.ts'
 import type { DialectCodec, ResponseMeta, StreamEncoder, StreamMeta } from './codec.ts'
 import { OPENAI_ERRORS, OPENAI_STREAM_ENDS, vllmContextLengthExceeded } from './openai-errors.ts'
-import { MAX_COMPLETION_LOGPROBS, nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, promptCacheKeyField, streamFields, toCompletionLogprobs, toContextId, toOpenAIFinishReason, toOpenAIUsage, toStreamSettings, type OpenAIFinishReason } from './openai-fields.ts'
+import { MAX_COMPLETION_LOGPROBS, nField, OPENAI_UNSUPPORTED, openAIHarmlessFields, priorityField, promptCacheKeyField, streamFields, toCompletionLogprobs, toContextId, toOpenAIFinishReason, toPriority, toOpenAIUsage, toStreamSettings, type OpenAIFinishReason } from './openai-fields.ts'
 import { OPENAI_LIMIT_HEADERS } from './openai-limit-headers.ts'
 import { maxTokensField, samplingFields, stopField, toSamplingRequest, toStopList } from './sampling-fields.ts'
 import { validateBody } from './validate-body.ts'
@@ -34,6 +34,7 @@ export const CompletionRequest = z.strictObject({
   ...samplingFields,
   ...streamFields,
   ...promptCacheKeyField,
+  ...priorityField,
   ...openAIHarmlessFields,
 })
 export type CompletionRequest = z.infer<typeof CompletionRequest>
@@ -58,6 +59,8 @@ export function parseCompletionRequest(body: unknown): GenerateRequest {
   if (req.ignore_eos) out.ignoreEos = true
   const contextId = toContextId(req)
   if (contextId !== undefined) out.contextId = contextId
+  const priority = toPriority(req)
+  if (priority !== undefined) out.priority = priority
   const n = req.n ?? 1
   if (req.best_of != null && req.best_of !== n) {
     throw new ApiError('invalid_request', `'best_of' must equal 'n' (${n}): choosing the best of more completions than are returned is not supported.`, { param: 'best_of' })

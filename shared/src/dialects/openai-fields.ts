@@ -29,6 +29,19 @@ export const promptCacheKeyField = {
   prompt_cache_key: z.string().nullish(),
 }
 
+/**
+ * vLLM's `priority` (chat, completions, responses): lower runs first. A request may only lower its
+ * own priority this way: the edge never runs it ahead of its key's class (shared/src/priority.ts).
+ */
+export const priorityField = {
+  priority: z.int().min(-1_000_000).max(1_000_000).nullish(),
+}
+
+/** The priority the request asked for in its body (GenerateRequest.priority), when it did. */
+export function toPriority(body: { priority?: number | null }): number | undefined {
+  return body.priority ?? undefined
+}
+
 /** The request's context id (GenerateRequest.contextId), when it named one. */
 export function toContextId(body: { prompt_cache_key?: string | null }): string | undefined {
   return body.prompt_cache_key ? body.prompt_cache_key : undefined

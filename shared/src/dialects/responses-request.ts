@@ -9,7 +9,7 @@
 import { z } from 'zod'
 import { ApiError } from '../api-error.ts'
 import type { ChatMessage, GenerateRequest, ToolChoice } from '../generation.ts'
-import { openAIHarmlessFields, promptCacheKeyField, toContextId } from './openai-fields.ts'
+import { openAIHarmlessFields, priorityField, promptCacheKeyField, toContextId, toPriority } from './openai-fields.ts'
 import type { StoredResponse } from './responses-store.ts'
 import { responseFormatField, toOutputConstraint } from './response-format.ts'
 import { maxTokensField, samplingFields, toSamplingRequest } from './sampling-fields.ts'
@@ -81,6 +81,7 @@ export const ResponsesRequest = z.strictObject({
   ...samplingFields,
   ...openAIHarmlessFields,
   ...promptCacheKeyField,
+  ...priorityField,
 })
 export type ResponsesRequest = z.infer<typeof ResponsesRequest>
 
@@ -124,6 +125,8 @@ export function parseResponsesRequest(body: unknown, previous?: StoredResponse):
   if (req.max_output_tokens != null) out.maxTokens = req.max_output_tokens
   const contextId = toContextId(req)
   if (contextId) out.contextId = contextId
+  const priority = toPriority(req)
+  if (priority !== undefined) out.priority = priority
   out.stored = { store: req.store ?? true, items: items.map(storedItem) }
   if (req.previous_response_id) out.stored.previousId = req.previous_response_id
   const tools = toToolSpecs(req.tools ?? [], (i) => `tools[${i}]`, (i) => `tools[${i}].parameters`)
