@@ -9,12 +9,13 @@
  *   the requests that got a first token ÷ the idle TTFT of the same kind of request.
  * - priority (the same model): batch traffic at twice the node's batch (2 × MAX_BATCH closed-loop
  *   clients, x-zl-priority 1000: direct, the node takes the edge's number) while one interactive
- *   client asks every 300 ms; its p99 TTFT ÷
+ *   client, in a process of its own, asks every 300 ms; its p99 TTFT ÷
  *   idle. The same interactive requests sent as batch ones, beside, show what priority changes.
  * - warm turns (small preset, as the issue measured): one conversation of 6 turns over a
  *   ~900-token system prompt, prefix cache on; each warm turn's TTFT ÷ the TTFT of a fresh request
  *   made of just its uncached tokens (usage's cached_tokens tells how many), sequential.
  */
+import { spawn } from 'node:child_process'
 import { DEFAULT_MODEL_DIR } from '../../gpu-node/src/config.ts'
 import { CLASS_PRIORITY } from '../../shared/src/priority.ts'
 import { ensureGeneratedModel } from '../../gpu-node/tools/generate-model/ensure-model.ts'
@@ -128,18 +129,11 @@ async function runPriority(ctx: BenchContext, node: GpuNode, idle: number, raw: 
     for (let n = 0; !stop; n++) await completion(node, batchText(i + n), 64, BATCH, agent)
   })
   await sleep(1000)
-  const asked: Record<'interactive' | 'as_batch', number[]> = { interactive: [], as_batch: [] }
-  const started = performance.now()
-  // Two probes side by side, each asking 300 ms after its last answer: one interactive, one sending the same as batch.
-  await Promise.all(
-    (['interactive', 'as_batch'] as const).map(async (as, p) => {
-      for (let i = 0; performance.now() - started < durationMs; i++) {
-        const r = await completion(node, textPromptOfLength(DEFAULT_MODEL_DIR, PROBE_PROMPT, 700 + 2 * i + p).text, PROBE_TOKENS, as === 'as_batch' ? BATCH : {}, agent)
-        if (r.ttftMs !== undefined) asked[as].push(r.ttftMs)
-        await sleep(300)
-      }
-    }),
-  )
+  // Two probes side by side, each in its own process (rig/ttft-probe.ts says why), asking 300 ms
+  // after its last answer: one interactive, one sending the same requests as batch.
+  const probe = (variant: number, priority?: string) => probeTtfts([node.url, node.model, DEFAULT_MODEL_DIR, PROBE_PROMPT, PROBE_TOKENS, durationMs, 300, variant, ...(priority ? [priority] : [])])
+  const [interactive, asBatch] = await Promise.all([probe(700), probe(5000, BATCH['x-zl-priority'])])
+  const asked = { interactive, as_batch: asBatch }
   stop = true
   await Promise.all(batchers)
   await agent.close()
@@ -148,6 +142,17 @@ async function runPriority(ctx: BenchContext, node: GpuNode, idle: number, raw: 
   ctx.log(`priority: under 2× batch load, interactive TTFT p99 ${p99(asked.interactive)} ms; the same sent as batch ${p99(asked.as_batch)} ms`)
   const p = p99(asked.interactive)
   return p === null ? null : round(p / idle)
+}
+
+/** Runs rig/ttft-probe.ts in a process of its own and returns the TTFTs it printed. */
+function probeTtfts(args: Array<string | number>): Promise<number[]> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/rig/ttft-probe.ts', ...args.map(String)], { stdio: ['ignore', 'pipe', 'inherit'] })
+    let out = ''
+    child.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')))
+    child.on('error', reject)
+    child.on('exit', (code) => (code === 0 ? resolve((JSON.parse(out.trim().split('\n').at(-1)!) as { ttfts: number[] }).ttfts) : reject(new Error(`ttft probe exited ${code}`))))
+  })
 }
 
 async function runWarmTurns(ctx: BenchContext, raw: Record<string, unknown>): Promise<number | null> {
