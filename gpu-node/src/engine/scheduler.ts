@@ -134,7 +134,7 @@ export class Scheduler {
   schedule(nowMs: number): StepPlan {
     this.preemptToFitBudget()
     this.admitPrefill(nowMs)
-    const plan: StepPlan = { release: this.releases, decode: this.running.length > 0, prefill: this.prefilling.filter((seq) => !seq.forked).map((seq) => this.prefillPart(seq)) }
+    const plan: StepPlan = { release: this.releases, decode: this.running.length > 0 && !this.prefillsAhead(), prefill: this.prefilling.filter((seq) => !seq.forked).map((seq) => this.prefillPart(seq)) }
     if (this.saves.length > 0) plan.save = this.saves
     this.releases = []
     this.saves = []
@@ -340,6 +340,17 @@ export class Scheduler {
 
   private preemptToFitBudget(): void {
     while (this.running.length > 1 && this.kvBytesNextStep() > this.limits.kvBudgetBytes) this.preempt(latestOfWorst(this.running))
+  }
+
+  /**
+   * Whether this tick's prefill is of better priority than every running row: the tick then only
+   * prefills, so an interactive request's first token does not wait for a decode step of batch
+   * rows (they lose one step's time, never a token).
+   */
+  private prefillsAhead(): boolean {
+    if (this.prefilling.length === 0 || this.running.length === 0) return false
+    const best = Math.min(...this.prefilling.map((s) => s.priority))
+    return this.running.every((r) => r.priority > best)
   }
 
   /**
