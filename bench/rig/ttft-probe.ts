@@ -1,8 +1,8 @@
 /**
  * A TTFT probe in its own process (bench/scenarios/realtime.ts): streaming completions to a GPU
  * node one after another, `intervalMs` after each answer, until `durationMs` has passed; prints
- * their TTFTs as one JSON line. In the process that also drove 32 load streams, the probe's own
- * event loop added up to ~180 ms to a few first tokens the node had sent in 30–43 ms.
+ * their TTFTs as one JSON line. In the process that also drives the load's streams, the probe's
+ * own event loop would delay the first tokens it measures, which the node had already sent.
  *   argv: NODE_URL MODEL MODEL_DIR PROMPT_TOKENS MAX_TOKENS DURATION_MS INTERVAL_MS VARIANT [PRIORITY]
  */
 import { textPromptOfLength } from '../lib/prompts.ts'

@@ -7,8 +7,8 @@
  *
  * Rounds alternate which side goes first. Before each request the other side is given
  * PAUSE_MS: ONNX Runtime's intra-op threads spin for a while after a run, and a request sent
- * right after the other process's run met those spinning threads on the two cores (measured:
- * our back-to-back TTFT 61.0 ms with the peer spinning, 34.9 ms with its spinning off).
+ * right after the other process's run met those spinning threads on the two cores, which
+ * measured the two processes' overlap rather than either side.
  *
  * - b1: a 64-token prompt; TTFT is our first text frame against the peer's whole
  *   `max_new_tokens: 1` generate(); decode tokens/s is 64 new tokens after the first.

@@ -10,7 +10,7 @@
  * Rounds rotate the order; each step waits PAUSE_MS after the one before, so a session never meets
  * another's spinning intra-op threads. The figures are each path's fastest step ÷ as_exported's:
  * the four sessions' weights take turns in the caches and this machine's neighbours come and go,
- * which moved the medians by a third from run to run; the fastest of 16 is each path's own cost.
+ * which moves the medians from run to run; the fastest of 16 is each path's own cost.
  */
 import { GREEDY } from '../../gpu-node/src/engine/types.ts'
 import { readModelDir } from '../../gpu-node/src/model/model-dir.ts'

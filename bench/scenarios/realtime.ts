@@ -19,6 +19,7 @@ import { spawn } from 'node:child_process'
 import { DEFAULT_MODEL_DIR } from '../../gpu-node/src/config.ts'
 import { CLASS_PRIORITY } from '../../shared/src/priority.ts'
 import { ensureGeneratedModel } from '../../gpu-node/tools/generate-model/ensure-model.ts'
+import type { Dispatcher } from 'undici'
 import { benchAgent, sendRequest, type RequestRecord } from '../load/client.ts'
 import { buildBody } from '../load/dialects.ts'
 import { parseProm, promValue } from '../lib/prom.ts'
@@ -71,15 +72,17 @@ export async function runRealtime(ctx: BenchContext): Promise<SectionResult> {
   }
 }
 
-const completion = (node: GpuNode, text: string, maxTokens: number, headers: Record<string, string> = {}, agent = benchAgent()) =>
+const completion = (node: GpuNode, text: string, maxTokens: number, headers: Record<string, string>, agent: Dispatcher) =>
   sendRequest({ origin: node.url, dialect: 'openai-completions', body: buildBody('openai-completions', { model: node.model, text, maxTokens, stream: true, ignoreEos: true }), stream: true, headers, dispatcher: agent })
 
 async function idleTtft(node: GpuNode, promptTokens: number, maxTokens: number, n: number): Promise<number> {
+  const agent = benchAgent()
   const ttfts: number[] = []
   for (let i = 0; i < n; i++) {
-    const r = await completion(node, textPromptOfLength(DEFAULT_MODEL_DIR, promptTokens, 300 + i).text, maxTokens)
+    const r = await completion(node, textPromptOfLength(DEFAULT_MODEL_DIR, promptTokens, 300 + i).text, maxTokens, {}, agent)
     if (i > 0) ttfts.push(r.ttftMs!)
   }
+  await agent.close()
   return median(ttfts)
 }
 

@@ -27,6 +27,7 @@ import { routeByAffinity, type AffinityRoute } from '../routing/affinity-route.t
 import { clientLocation, edgeColo } from '../routing/client-location.ts'
 import { allBusyForMs, pickNodes, type RankedNode } from '../routing/pick-node.ts'
 import type { NodeTable } from '../routing/node-registry.ts'
+import type { SupersedeLedger } from '../routing/supersede-ledger.ts'
 import type { RecentDispatches } from '../routing/recent-dispatches.ts'
 
 /** What the handler keeps across requests (per isolate). */
@@ -132,7 +133,7 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
     if (result.status < 400) rememberAt(result.node)
     const supersede = c.get('generate').supersede
     if (supersede !== undefined && deps.supersede && result.status < 400) {
-      c.get('waitUntil')(tellSupersededNode(deps, supersede, principal.tenant, result.node.id, c.get('startedAtMs'), `${c.get('requestId')}:supersede`, now))
+      c.get('waitUntil')(tellSupersededNode(deps, deps.supersede, supersede, principal.tenant, result.node.id, c.get('startedAtMs'), `${c.get('requestId')}:supersede`, now))
     }
     // latency/observe-request.ts records and logs the request once this body ends.
     c.set('forwarded', { nodeRegion: result.node.region, failovers: result.failedAttempts, affinity, finished: result.finished })
@@ -152,9 +153,9 @@ export function generate(deps: EdgeDeps, now: () => number, routing: GenerateRou
  * the ledger names (one running an older request of the group, or this request's own node when a
  * newer one runs elsewhere). Failures only lose the notice.
  */
-async function tellSupersededNode(deps: EdgeDeps, key: string, tenant: string, nodeId: string, at: number, requestId: string, now: () => number): Promise<void> {
+async function tellSupersededNode(deps: EdgeDeps, ledger: SupersedeLedger, key: string, tenant: string, nodeId: string, at: number, requestId: string, now: () => number): Promise<void> {
   try {
-    const notice = await deps.supersede!.record(tenant, key, nodeId, at)
+    const notice = await ledger.record(tenant, key, nodeId, at)
     if (!notice) return
     const node = (await deps.registry.table()).nodes.find((n) => n.id === notice.node)
     if (!node) return

@@ -147,12 +147,16 @@ export class Engine implements EngineHandle {
    * honestly rather than a fixed number.
    */
   estimateWaitMs(priority = Infinity): number {
-    const ahead = [...this.scheduler.queue].filter((seq) => seq.priority <= priority)
+    let ahead = 0
+    let backlogTokens = 0
+    for (const seq of this.scheduler.queue) {
+      if (seq.priority > priority) continue
+      ahead++
+      backlogTokens += Math.min(seq.req.maxTokens, 512)
+    }
     const rate = this.metrics.waitTokPerSec()
     // No recent tokens means no measured rate: guess from the queue position alone.
-    if (rate === 0) return MIN_RETRY_HINT_MS * (ahead.length + 1)
-    let backlogTokens = 0
-    for (const seq of ahead) backlogTokens += Math.min(seq.req.maxTokens, 512)
+    if (rate === 0) return MIN_RETRY_HINT_MS * (ahead + 1)
     // Capped at 30 s: both SDKs ignore a retry-after-ms of 60 s or more and fall back to their own backoff.
     return Math.round(Math.min(30_000, Math.max(MIN_RETRY_HINT_MS, (backlogTokens / rate) * 1000)))
   }

@@ -1,12 +1,11 @@
 import { kvArray, type KvArray, type KvType } from './tensor-dtype.ts'
 
 /**
- * The last KV buffers an emptied batch let go, kept for the next cache that needs buffers, so it
- * writes into memory the process already touched. A fresh buffer of tens of MB comes from pages
- * the kernel maps on first write (glibc's calloc skips zeroing a fresh heap top): a warm chat
- * turn restoring ~1000 cached tokens into one spent ~100 ms faulting pages in, twice its prefill
- * (small preset, this machine). One set is kept, the largest recently let go: an idle node holds
- * no more than a batch of its held.
+ * KV buffers an emptied batch let go, kept for the next cache that needs buffers, so it writes
+ * into memory the process already touched. A fresh buffer of tens of MB comes from pages the
+ * kernel maps on first write (glibc's calloc skips zeroing a fresh heap top), so a warm chat turn
+ * restoring its cached tokens into one pays for mapping every page. One set is kept, the largest
+ * recently let go: an idle node holds no more than a batch of its held.
  *
  * A taken buffer's contents are stale. That is safe where the slot cache puts it: slots beyond a
  * row's tokens are masked, and a departed row's finite K/V there is what a batch row already sees

@@ -9,8 +9,8 @@ import { bytesField, concat, stringField } from './proto-encode.ts'
  * multiplies only the last N positions' hidden states by the vocabulary matrix, N fed per step
  * (1 for a step that samples once per row; 0 keeps every position, as in transformers). Without
  * it a prefill chunk of S tokens runs the head over all S positions and copies S·V logits out of
- * the session to read one row of them: at 64 tokens on a 32000-word vocabulary that head is over
- * a quarter of the step's multiply-adds.
+ * the session to read one row of them; with a vocabulary large beside the model's width, that
+ * head is a large share of the step.
  *
  * The edit slices the head's hidden-state input to h[:, -N:, :] (Slice on the sequence axis)
  * and declares the logits output's sequence axis unknown. Each position's logits depend only on

@@ -180,9 +180,9 @@ export class ModelStep {
 
   /**
    * Whole prompts that continue cached prefixes. On the slot path they run as one ragged batch
-   * (their pasts differ: each row starts from its own blocks; their new tokens differ in number):
-   * one run each cost a step each, and an editor's keystrokes, each a prompt one character longer
-   * than the last, made a tick of sixteen such runs. The concat path runs them one at a time.
+   * (their pasts differ: each row starts from its own blocks; their new tokens differ in number),
+   * not one run each: an editor's keystrokes are many such prompts at once. The concat path runs
+   * them one at a time.
    */
   private async prefillEach(parts: PrefillPart[]): Promise<KvJoin[]> {
     for (const p of parts) if (!p.start || !p.last) throw new Error('prompts continuing cached prefixes share a chunk only whole')
@@ -196,9 +196,8 @@ export class ModelStep {
     const cache = this.bounded(new SlotKvCache(this.io, undefined, 1))
     const slots = parts.reduce((m, p, r) => Math.max(m, blocks[r]!.length * this.prefixBlockTokens + p.tokens.length + 1), 0)
     cache.startRows(parts.map((p) => p.seqId), blocks, this.prefixBlockTokens, slots)
-    const s = parts.reduce((m, p) => Math.max(m, p.tokens.length), 0)
     const outputs = await this.session.run(cache.feedsRagged(parts.map((p) => p.tokens)))
-    cache.acceptRagged(outputs, s, parts.map((p) => p.tokens.length))
+    cache.acceptRagged(outputs, parts.map((p) => p.tokens.length))
     const joins: KvJoin[] = []
     for (const [r, p] of parts.entries()) {
       const logits = this.logitsAt(outputs, r, p.tokens.length - 1)

@@ -47,8 +47,8 @@ export async function openModelSession(onnxPath: string, options: ort.InferenceS
     const index = readGraphIndex(file)
     const kv = chooseKvPath(index, opts.config, opts.slotKvEdit ?? true)
     const logits = chooseLogitsPath(index, opts.lastLogitsEdit ?? true)
-    ;({ kvPath } = kv)
-    ;({ logitsPath } = logits)
+    kvPath = kv.kvPath
+    logitsPath = logits.logitsPath
     const edit = joinEdits([...(kv.edit ? [slotKvEdit(index, kv.edit)] : []), ...(logits.edit ? [lastLogitsEdit(file, index, logits.edit)] : [])])
     if (!isEmptyEdit(edit)) bytes = editedModelBytes(file, index, edit)
   } catch (e) {

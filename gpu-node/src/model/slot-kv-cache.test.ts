@@ -9,7 +9,7 @@ import { generateModel } from '../../tools/generate-model/generate-model.ts'
 import { readModelDir } from './model-dir.ts'
 import { ModelStep } from './model-step.ts'
 import { kvBytesPerToken, type PrefillPart, type StepPlan, type StepResult } from './runner.ts'
-import { readSessionIo } from './session-io.ts'
+import { readSessionIo, type SessionIo } from './session-io.ts'
 import { KvBufferSet } from './kv-buffer-set.ts'
 import { SlotKvCache } from './slot-kv-cache.ts'
 import { ONE_THREAD } from '../../test/support/one-thread.ts'
@@ -94,6 +94,17 @@ async function run(dir: string, slotStep?: number, kvBudgetBytes?: number): Prom
   return { logits, results, capacities, held, bytesPerSlot: kvBytesPerToken(io) }
 }
 
+/** `fn` with a session on `preset`'s slot-layout graph and what it declares, released after. */
+async function onSlotsSession(preset: string, fn: (session: ort.InferenceSession, io: SessionIo) => Promise<void>): Promise<void> {
+  const model = readModelDir(join(root, `${preset}-slots`))
+  const session = await ort.InferenceSession.create(model.onnxPath, ONE_THREAD)
+  try {
+    await fn(session, readSessionIo(session, model.config))
+  } finally {
+    await session.release()
+  }
+}
+
 for (const preset of ['tiny', 'tiny-llama'] as const) {
   describe(`slot KV cache on ${preset}`, () => {
     it('matches the concat interface: logits within 1e-4, identical greedy tokens, through growth, leaving, joining and shrinking', async () => {
@@ -120,10 +131,7 @@ for (const preset of ['tiny', 'tiny-llama'] as const) {
     })
 
     it("gives a sequence's prefill cache one row, with room for its whole prompt before the first chunk", async () => {
-      const model = readModelDir(join(root, `${preset}-slots`))
-      const session = await ort.InferenceSession.create(model.onnxPath, ONE_THREAD)
-      try {
-        const io = readSessionIo(session, model.config)
+      await onSlotsSession(preset, async (session, io) => {
         const cache = SlotKvCache.forSequence(io, 1)
         cache.expect(101)
         const capacity = cache.capacity
@@ -135,16 +143,11 @@ for (const preset of ['tiny', 'tiny-llama'] as const) {
           cache.accept(await session.run(cache.feeds(BigInt64Array.from(tokens.slice(at, at + 25), (t) => BigInt(t)), 25)), 25)
           expect(cache.capacity, `after ${at + 25} tokens`).toBe(capacity)
         }
-      } finally {
-        await session.release()
-      }
+      })
     })
 
     it("feeds a prompt's first chunk no past, and an empty batch takes a lone sequence's buffers without copying them", async () => {
-      const model = readModelDir(join(root, `${preset}-slots`))
-      const session = await ort.InferenceSession.create(model.onnxPath, ONE_THREAD)
-      try {
-        const io = readSessionIo(session, model.config)
+      await onSlotsSession(preset, async (session, io) => {
         const prefilled = async () => {
           const cache = SlotKvCache.forSequence(io, 1)
           cache.expect(41)
@@ -175,16 +178,11 @@ for (const preset of ['tiny', 'tiny-llama'] as const) {
         tight.relayout(new Set(), [(await prefilled()).join])
         expect(tight.rows).toBe(1)
         expect((tight.decodeFeeds()['past_key_values.0.key']!.data as Float32Array).buffer).not.toBe((joining.layers[0]!.key.data as Float32Array).buffer)
-      } finally {
-        await session.release()
-      }
+      })
     })
 
     it("gives the next sequence an emptied batch's buffers when they hold its prompt", async () => {
-      const model = readModelDir(join(root, `${preset}-slots`))
-      const session = await ort.InferenceSession.create(model.onnxPath, ONE_THREAD)
-      try {
-        const io = readSessionIo(session, model.config)
+      await onSlotsSession(preset, async (session, io) => {
         const buffers = new KvBufferSet(io.kvType)
         const prefilled = async (id: number, n: number) => {
           const cache = SlotKvCache.forSequence(io, id)
@@ -204,16 +202,11 @@ for (const preset of ['tiny', 'tiny-llama'] as const) {
         const second = await prefilled(2, 44)
         expect(second.capacity).toBe(first.capacity)
         expect((second.join(2, 7).layers[0]!.key.data as Float32Array).buffer).toBe(held.buffer)
-      } finally {
-        await session.release()
-      }
+      })
     })
 
     it('prefills rows that continue different cached blocks together, ragged, as each would alone', async () => {
-      const model = readModelDir(join(root, `${preset}-slots`))
-      const session = await ort.InferenceSession.create(model.onnxPath, ONE_THREAD)
-      try {
-        const io = readSessionIo(session, model.config)
+      await onSlotsSession(preset, async (session, io) => {
         const B = 4
         // Blocks of 4 tokens read off a first run of each prefix.
         const prefixes = [8, 4, 12].map((n, i) => prompt(10 + i, n))
@@ -236,9 +229,8 @@ for (const preset of ['tiny', 'tiny-llama'] as const) {
         }
         const ragged = new SlotKvCache(io, 4, 1)
         ragged.startRows([0, 1, 2], blocks, B, 30)
-        const s = 5
         const out = await session.run(ragged.feedsRagged(rest))
-        ragged.acceptRagged(out, s, rest.map((t) => t.length))
+        ragged.acceptRagged(out, rest.map((t) => t.length))
         const l = out.logits as ort.Tensor
         const [, positions, v] = l.dims as [number, number, number]
         for (let r = 0; r < 3; r++) {
@@ -250,9 +242,7 @@ for (const preset of ['tiny', 'tiny-llama'] as const) {
         }
         // Control: the padding's K/V kept as if real would make the shorter rows longer.
         expect(ragged.lens).toEqual([13, 5, 15])
-      } finally {
-        await session.release()
-      }
+      })
     })
 
     it('gives the same tokens with the default slot step', async () => {

@@ -121,7 +121,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
 
   /** Writes the step's new K/V ([rows, kvHeads, s, headDim]) after each row's tokens. */
   accept(outputs: ort.InferenceSession.ReturnType, s: number): void {
-    this.acceptRagged(outputs, s, this.lens.map(() => s))
+    this.acceptRagged(outputs, this.lens.map(() => s))
   }
 
   readBlock(seqId: number, from: number, count: number, into?: KvBlock): KvBlock {
@@ -173,13 +173,14 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     return feeds
   }
 
-  /** Writes each row's first `counts[r]` new K/V of a ragged step ([rows, kvHeads, s, headDim]) after its tokens. */
-  acceptRagged(outputs: ort.InferenceSession.ReturnType, s: number, counts: readonly number[]): void {
+  /** Writes each row's first `counts[r]` new K/V of a step ([rows, kvHeads, s, headDim], s its width) after its tokens. */
+  acceptRagged(outputs: ort.InferenceSession.ReturnType, counts: readonly number[]): void {
     const { numKvHeads: h, headDim: d } = this.io
     const cap = this.capacity
     presentsOf(this.io, outputs).forEach((layer, i) => {
       for (const [src, dst] of [[layer.key, this.keys[i]], [layer.value, this.values[i]]] as const) {
         const data = src.data as KvArray
+        const s = src.dims[2]!
         for (let r = 0; r < this.rows; r++) {
           for (let head = 0; head < h; head++) {
             const from = (r * h + head) * s * d
@@ -198,10 +199,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
 
   /** One row of this cache, empty so far: its first tokens from cached blocks. */
   startFrom(blocks: readonly KvBlock[], blockTokens: number): void {
-    const n = blocks.length * blockTokens
-    this.reserve(1, n + 1)
-    writeBlocks(this.io, blocks, blockTokens, this.keys, this.values, this.rowLayout(0))
-    this.lens[0] = n
+    this.startRows(this.seqIds, [blocks], blockTokens, blocks.length * blockTokens + 1)
   }
 
   private rowLayout(r: number): (head: number, t: number) => number {
@@ -260,9 +258,9 @@ export class SlotKvCache implements BatchCache, PrefillCache {
 
   /**
    * An empty batch takes a lone joining sequence's one-row buffers as they are (a sequence's
-   * prefill cache, done with them) instead of allocating and zero-filling a row step
-   * of rows to copy one into: on an idle node that was ~2 ms of a 64-token prompt's ~25 ms first
-   * step on a 58 M GPT-2. A second sequence joining later grows the rows, copying this one. Not
+   * prefill cache, done with them) instead of allocating and zero-filling a row step of rows to
+   * copy one into: on an idle node, every request's first step paid for that. A second sequence
+   * joining later grows the rows, copying this one. Not
    * past the room (the budget less the other caches): the copy then sizes the row to fit.
    */
   private adopt(joins: readonly KvJoin[]): boolean {
