@@ -26,11 +26,13 @@ export interface BodyOptions {
   /** Responses only: the system turn, and the stored response this turn continues. */
   instructions?: string
   previousResponseId?: string
+  /** Sampled instead of greedy: the temperature and the seed that makes it repeatable. */
+  sampling?: { temperature: number; seed: number }
 }
 
 /** A request body as bytes (the edge forwards bytes; the node signs bytes). */
 export function buildBody(dialect: BenchDialect, o: BodyOptions): Uint8Array {
-  const common = { model: o.model, max_tokens: o.maxTokens, stream: o.stream, temperature: 0, ...(o.ignoreEos ? { ignore_eos: true } : {}) }
+  const common = { model: o.model, max_tokens: o.maxTokens, stream: o.stream, temperature: o.sampling?.temperature ?? 0, ...(o.sampling ? { seed: o.sampling.seed } : {}), ...(o.ignoreEos ? { ignore_eos: true } : {}) }
   let body: Record<string, unknown>
   if (dialect === 'openai-chat') body = { ...common, messages: o.messages ?? [{ role: 'user', content: o.text }], ...(o.stream ? { stream_options: { include_usage: true } } : {}) }
   else if (dialect === 'anthropic-messages') body = { ...common, messages: [{ role: 'user', content: o.text }] }

@@ -14,6 +14,7 @@
  * - warm turns (small preset, as the issue measured): one conversation of 6 turns over a
  *   ~900-token system prompt, prefix cache on; each warm turn's TTFT ÷ the TTFT of a fresh request
  *   made of just its uncached tokens (usage's cached_tokens tells how many), sequential.
+ * - speculation (the trained default model; realtime-spec.ts): speculative decoding auto ÷ off.
  */
 import { spawn } from 'node:child_process'
 import { DEFAULT_MODEL_DIR } from '../../gpu-node/src/config.ts'
@@ -26,6 +27,7 @@ import { parseProm, promValue } from '../lib/prom.ts'
 import { chatPromptOfLength, textPromptOfLength } from '../lib/prompts.ts'
 import type { BenchContext, SectionResult } from '../lib/report-types.ts'
 import { startGpuNode, type GpuNode } from '../lib/services.ts'
+import { runSpeculation } from './realtime-spec.ts'
 import { median, percentile, round } from '../lib/stats.ts'
 
 const TYPISTS = 16
@@ -59,6 +61,7 @@ export async function runRealtime(ctx: BenchContext): Promise<SectionResult> {
     await node.stop()
   }
   const warm = await runWarmTurns(ctx, raw)
+  const spec = await runSpeculation(ctx, raw)
   notes.push(`realtime: typing and priority on ${DEFAULT_MODEL_DIR} (MAX_BATCH ${BATCH_CAP}), warm turns on ${WARM_MODEL}; a GPU node each, direct, 2 intra-op threads (the node's default)`)
   return {
     figures: {
@@ -66,6 +69,7 @@ export async function runRealtime(ctx: BenchContext): Promise<SectionResult> {
       typing_p99_ttft_over_idle: typing.p99OverIdle,
       interactive_p99_ttft_under_2x_overload_over_idle: priority,
       warm_turn_ttft_over_suffix_prefill: warm,
+      ...spec,
     },
     raw,
     notes,

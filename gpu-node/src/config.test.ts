@@ -8,7 +8,7 @@ describe('parseNodeConfig', () => {
       modelDir: 'trained/zl-code',
       host: '127.0.0.1',
       port: 9101,
-      limits: { maxBatch: 32, maxQueue: 256, kvBudgetBytes: 512 * 1024 * 1024, prefillChunkTokens: 128 },
+      limits: { maxBatch: 32, maxQueue: 256, kvBudgetBytes: 512 * 1024 * 1024, prefillChunkTokens: 128, speculation: { mode: 'auto', maxDraft: 5 } },
       executionProvider: 'cpu',
       slotKvEdit: true,
       maxBodyBytes: 1024 * 1024,
@@ -26,12 +26,12 @@ describe('parseNodeConfig', () => {
       REGION_LON: '-6.3', PUBLIC_URL: 'https://eu.example.com', ALLOW_UNSIGNED: '1', UPSTASH_REDIS_REST_URL: 'http://127.0.0.1:8079',
       UPSTASH_REDIS_REST_TOKEN: 'tok', MAX_BATCH: '8', MAX_QUEUE: '16', KV_BUDGET_MB: '64', PREFILL_CHUNK: '32',
       EXECUTION_PROVIDER: 'cuda', INTRA_OP_THREADS: '2', TLS_CERT: '/c.pem', TLS_KEY: '/k.pem', MAX_BODY_BYTES: '2048',
-      KEEPALIVE_MS: '100', DRAIN_GRACE_MS: '50', SLOT_KV_EDIT: '0',
+      KEEPALIVE_MS: '100', DRAIN_GRACE_MS: '50', SLOT_KV_EDIT: '0', SPEC_DECODING: 'off', SPEC_MAX_DRAFT: '8',
     })
     expect(c).toMatchObject({
       modelDir: 'models/small', modelFile: 'onnx/model.onnx', host: '0.0.0.0', port: 9102, nodeId: 'eu-1', region: 'eu-west', lat: 53.3, lon: -6.3,
       publicUrl: 'https://eu.example.com', allowUnsigned: true, upstash: { url: 'http://127.0.0.1:8079', token: 'tok' },
-      limits: { maxBatch: 8, maxQueue: 16, kvBudgetBytes: 64 * 1024 * 1024, prefillChunkTokens: 32 }, executionProvider: 'cuda',
+      limits: { maxBatch: 8, maxQueue: 16, kvBudgetBytes: 64 * 1024 * 1024, prefillChunkTokens: 32, speculation: { mode: 'off', maxDraft: 8 } }, executionProvider: 'cuda',
       intraOpThreads: 2, slotKvEdit: false, tls: { certFile: '/c.pem', keyFile: '/k.pem' }, maxBodyBytes: 2048, keepAliveMs: 100, drainGraceMs: 50,
     })
     expect(c.edgeSharedSecret).toBeUndefined()
@@ -54,6 +54,13 @@ describe('parseNodeConfig', () => {
       expect(message).toContain(name)
     }
     expect(message).not.toContain('tpu')
+  })
+
+  it('refuses a bad speculative decoding setting at start, naming it in one message', () => {
+    for (const [name, value] of [['SPEC_DECODING', 'yes'], ['SPEC_DECODING', '1'], ['SPEC_MAX_DRAFT', '0'], ['SPEC_MAX_DRAFT', '4.5'], ['SPEC_MAX_DRAFT', '33'], ['SPEC_MAX_DRAFT', 'many']]) {
+      expect(() => parseNodeConfig({ EDGE_SHARED_SECRET: 'x', [name!]: value })).toThrow(new RegExp(`^invalid gpu-node configuration:\\n  ${name}: `))
+    }
+    expect(parseNodeConfig({ EDGE_SHARED_SECRET: 'x', SPEC_DECODING: 'on', SPEC_MAX_DRAFT: '1' }).limits.speculation).toEqual({ mode: 'on', maxDraft: 1 })
   })
 
   it('treats empty strings as unset', () => {

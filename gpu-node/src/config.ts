@@ -7,6 +7,7 @@ import { hostname } from 'node:os'
 import { z } from 'zod'
 import { configError, envFlag as flag, envFlagOn as flagDefaultOn, envInt as int, issueLines, pickKnown } from '../../shared/src/env-config.ts'
 import type { EngineLimits } from './engine/types.ts'
+import { DEFAULT_SPEC_MAX_DRAFT } from './engine/speculation.ts'
 import { DEFAULT_RESPONSES_MAX_BYTES_PER_TENANT, DEFAULT_RESPONSES_TTL_MS, type ResponsesStoreLimits } from '../../shared/src/dialects/responses-store.ts'
 import { TOOL_CALL_FORMATS, type ToolCallFormatName } from './structured/tool-call-format.ts'
 
@@ -50,6 +51,10 @@ const EnvSchema = z.object({
   /** The automatic prefix cache's own budget (0 turns it off), beside KV_BUDGET_MB. */
   PREFIX_CACHE_MB: int(0).default(256),
   PREFIX_BLOCK_TOKENS: int(1, 1024).default(DEFAULT_PREFIX_BLOCK_TOKENS),
+  /** Speculative decoding by prompt lookup (engine/speculation.ts): `auto` where it pays, `on` whenever a draft is found, `off`. */
+  SPEC_DECODING: z.enum(['auto', 'on', 'off']).default('auto'),
+  /** Draft tokens verified per row and step, at most. */
+  SPEC_MAX_DRAFT: int(1, 32).default(DEFAULT_SPEC_MAX_DRAFT),
   EXECUTION_PROVIDER: z.enum(['cpu', 'cuda']).default('cpu'),
   /** 0 lets ONNX Runtime choose. */
   INTRA_OP_THREADS: int(0, 1024).default(0),
@@ -141,7 +146,7 @@ export function parseNodeConfig(env: Record<string, string | undefined>): NodeCo
     allowUnsigned: e.ALLOW_UNSIGNED,
     upstash: e.UPSTASH_REDIS_REST_URL && e.UPSTASH_REDIS_REST_TOKEN ? { url: e.UPSTASH_REDIS_REST_URL, token: e.UPSTASH_REDIS_REST_TOKEN } : undefined,
     responsesStore: { ttlMs: e.RESPONSES_TTL_S * 1000, maxBytesPerTenant: e.RESPONSES_MAX_MB_PER_TENANT * 1024 * 1024 },
-    limits: { maxBatch: e.MAX_BATCH, maxQueue: e.MAX_QUEUE, kvBudgetBytes: e.KV_BUDGET_MB * 1024 * 1024, prefillChunkTokens: e.PREFILL_CHUNK, prefixCacheBytes: e.PREFIX_CACHE_MB * 1024 * 1024, prefixBlockTokens: e.PREFIX_BLOCK_TOKENS, maxQueueWaitMs: e.MAX_QUEUE_WAIT_MS },
+    limits: { maxBatch: e.MAX_BATCH, maxQueue: e.MAX_QUEUE, kvBudgetBytes: e.KV_BUDGET_MB * 1024 * 1024, prefillChunkTokens: e.PREFILL_CHUNK, prefixCacheBytes: e.PREFIX_CACHE_MB * 1024 * 1024, prefixBlockTokens: e.PREFIX_BLOCK_TOKENS, maxQueueWaitMs: e.MAX_QUEUE_WAIT_MS, speculation: { mode: e.SPEC_DECODING, maxDraft: e.SPEC_MAX_DRAFT } },
     executionProvider: e.EXECUTION_PROVIDER,
     intraOpThreads: e.INTRA_OP_THREADS,
     slotKvEdit: e.SLOT_KV_EDIT,

@@ -51,9 +51,9 @@ export class Engine implements EngineHandle {
   constructor(private readonly opts: EngineOptions) {
     this.now = opts.now ?? Date.now
     this.metrics = new StepMetrics(this.now, opts.observer)
-    const { kvBytesPerToken, batching } = opts.runner.info
+    const { kvBytesPerToken, batching, speculation } = opts.runner.info
     this.scheduler = new Scheduler(
-      { ...opts.limits, kvBytesPerToken, batching },
+      { ...opts.limits, kvBytesPerToken, batching, verifiesDrafts: speculation === true },
       {
         onScheduled: (seq) => opts.observer?.onScheduled?.(seq.req.id, this.now() - seq.arrivalMs),
         onPreempted: (seq) => opts.observer?.onPreempted?.(seq.req.id),
@@ -133,6 +133,7 @@ export class Engine implements EngineHandle {
       prefillTokPerSec: this.metrics.prefillTokPerSec,
       draining: this.draining,
       ...(s.prefix ? { prefixCache: this.prefixStats(s.prefix) } : {}),
+      ...(s.speculation ? { speculation: { ...s.speculation.stats } } : {}),
     }
   }
 

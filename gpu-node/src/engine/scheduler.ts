@@ -4,12 +4,15 @@ import type { Sequence } from './sequence.ts'
 import type { EngineLimits, RequestEvent } from './types.ts'
 import { DEFAULT_PREFIX_BLOCK_TOKENS, type Batching, type BlockSave, type PrefillPart, type StepPlan, type StepResult } from '../model/runner.ts'
 import { PrefixCache } from './prefix-cache.ts'
+import { Speculation } from './speculation.ts'
 
 export interface SchedulerLimits extends EngineLimits {
   /** KV bytes per token per sequence, from the model. */
   kvBytesPerToken: number
   /** Which rows may share a batch, from the model (default 'continuous'). */
   batching?: Batching
+  /** The runner verifies drafts (ModelInfo `speculation`); without it SPEC_DECODING has no effect. */
+  verifiesDrafts?: boolean
 }
 
 const NO_EVENTS: readonly RequestEvent[] = Object.freeze([])
@@ -50,6 +53,8 @@ export class Scheduler {
   /** The automatic prefix cache's index; undefined when off. */
   readonly prefix?: PrefixCache
   private saves: BlockSave[] = []
+  /** Speculative decoding by prompt lookup, when on and the runner verifies drafts (speculation.ts). */
+  readonly speculation?: Speculation
 
   constructor(
     readonly limits: SchedulerLimits,
@@ -62,6 +67,8 @@ export class Scheduler {
     const blockTokens = limits.prefixBlockTokens ?? DEFAULT_PREFIX_BLOCK_TOKENS
     const capacity = Math.floor((limits.prefixCacheBytes ?? 0) / (blockTokens * limits.kvBytesPerToken))
     if (capacity > 0) this.prefix = new PrefixCache(blockTokens, capacity, prefixRoot)
+    const spec = limits.speculation
+    if (spec && spec.mode !== 'off' && limits.verifiesDrafts && (limits.batching ?? 'continuous') === 'continuous') this.speculation = new Speculation(spec)
   }
 
   /** Queues a new request; false when the queue is full. */
@@ -108,6 +115,7 @@ export class Scheduler {
     else this.evict(seq)
     seq.finish(this.outbox, reason, undefined, errorCode)
     this.bySeqId.delete(seq.seqId)
+    this.speculation?.forget(seq.seqId)
   }
 
   /** A leader leaving before its prompt joined: the choices waiting on it go back to the queue, to run on their own. */
@@ -136,6 +144,12 @@ export class Scheduler {
     this.admitPrefill(nowMs)
     const plan: StepPlan = { release: this.releases, decode: this.running.length > 0 && !this.prefillsAhead(), prefill: this.prefilling.filter((seq) => !seq.forked).map((seq) => this.prefillPart(seq)) }
     if (this.saves.length > 0) plan.save = this.saves
+    if (plan.decode && this.speculation) {
+      // A verify step attends over each row's drafts too: they stay within the KV budget.
+      const perRow = Math.floor(this.limits.kvBudgetBytes / this.limits.kvBytesPerToken / this.running.length)
+      const drafts = this.speculation.plan(this.running, perRow - this.longestRunning())
+      if (drafts.length > 0) plan.drafts = drafts
+    }
     this.releases = []
     this.saves = []
     return plan
@@ -146,14 +160,24 @@ export class Scheduler {
    * and returns the resulting events (with any queued since the last takeEvents()).
    */
   update(plan: StepPlan, result: StepResult): readonly RequestEvent[] {
-    const { seqIds, tokens } = result.decoded
+    const { seqIds, tokens, more } = result.decoded
+    this.observeSpeculation(plan, result)
     for (let i = 0; i < seqIds.length; i++) {
       const seq = this.bySeqId.get(seqIds[i])
-      // A sequence cancelled while this step ran is already released; its token is dropped.
+      // A sequence cancelled while this step ran is already released; its tokens are dropped.
       if (!seq || seq.state !== 'running') continue
-      seq.kvLen++
-      this.saveBlocks(seq)
-      if (seq.append(tokens[i], this.outbox, result.decoded.logprobs?.[i])) this.retire(seq)
+      // A verify step's accepted tokens follow the first, each as a decode step's would; the
+      // ones after a finish (a stop string, EOS, max_tokens) are dropped with the row.
+      const row = [tokens[i]!, ...(more?.[i] ?? [])]
+      for (let j = 0; j < row.length; j++) {
+        seq.kvLen++
+        this.saveBlocks(seq)
+        const logprob = j === 0 ? result.decoded.logprobs?.[i] : result.decoded.moreLogprobs?.[i]?.[j - 1]
+        if (seq.append(row[j]!, this.outbox, logprob)) {
+          this.retire(seq)
+          break
+        }
+      }
     }
     const joined = new Set(result.joined.seqIds)
     for (const part of plan.prefill) {
@@ -182,6 +206,18 @@ export class Scheduler {
       if (seq.append(result.joined.tokens[i], this.outbox, result.joined.logprobs?.[i])) this.retire(seq)
     }
     return this.takeEvents()
+  }
+
+  /** A decode step's cost (by tokens fed) and each drafted row's acceptance, for the next steps' drafts. */
+  private observeSpeculation(plan: StepPlan, result: StepResult): void {
+    const spec = this.speculation
+    if (!spec || !plan.decode || result.decoded.seqIds.length === 0) return
+    const drafted = new Map((plan.drafts ?? []).map((d) => [d.seqId, d.tokens.length]))
+    spec.observeStep(result.decoded.seqIds.length, 1 + Math.max(0, ...drafted.values()), result.decodeMs)
+    result.decoded.seqIds.forEach((id, i) => {
+      const proposed = drafted.get(id)
+      if (proposed !== undefined) spec.observeRow(id, proposed, result.decoded.more?.[i]?.length ?? 0)
+    })
   }
 
   private prefillPart(seq: Sequence): PrefillPart {
@@ -377,6 +413,7 @@ export class Scheduler {
   private retire(seq: Sequence): void {
     this.evict(seq)
     this.bySeqId.delete(seq.seqId)
+    this.speculation?.forget(seq.seqId)
   }
 
   /** Takes a sequence out of the batch (or prefill) and schedules its KV release; its prefix blocks become evictable. */

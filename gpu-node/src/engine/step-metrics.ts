@@ -72,7 +72,8 @@ export class StepMetrics {
     this.kvTokens = result.kvTokens
     this.steps++
     for (const seqId of plan.release) this.reportFreed(seqId)
-    this.meter.add(this.now(), result.decoded.tokens.length + result.joined.tokens.length)
+    const verified = result.decoded.more?.reduce((n, m) => n + m.length, 0) ?? 0
+    this.meter.add(this.now(), result.decoded.tokens.length + verified + result.joined.tokens.length)
     if (plan.decode || plan.prefill.length > 0) {
       const prefillTokens = plan.prefill.reduce((n, p) => n + p.tokens.length, 0)
       // The edge weighs a cached prefix's worth in time by this (its cross-region rule).

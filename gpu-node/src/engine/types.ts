@@ -6,6 +6,7 @@
 
 import type { FinishReason, OutputConstraint, SamplingParams, TokenLogprob, Usage } from '../../../shared/src/generation.ts'
 import type { PrefixCacheStats } from './prefix-cache.ts'
+import type { SpeculationSettings, SpeculationStats } from './speculation.ts'
 
 export type { FinishReason, SamplingParams, Usage }
 export { GREEDY } from '../../../shared/src/generation.ts'
@@ -32,6 +33,8 @@ export interface EngineLimits {
    * wait before its first token exceeds this; 0 or absent: only maxQueue bounds the queue.
    */
   maxQueueWaitMs?: number
+  /** Speculative decoding by prompt lookup (SPEC_DECODING, SPEC_MAX_DRAFT); absent: off. */
+  speculation?: SpeculationSettings
 }
 
 /** A generation request as the engine sees it: tokens in, stop rules, sampling. */
@@ -99,6 +102,8 @@ export interface EngineStats {
   draining: boolean
   /** The automatic prefix cache, when on: cumulative token counts, and what it holds now. */
   prefixCache?: PrefixCacheStats & { bytes: number; capacityBytes: number }
+  /** Speculative decoding, when on: cumulative counts. */
+  speculation?: SpeculationStats
 }
 
 export type SubmitResult = { ok: true } | { ok: false; code: 'overloaded'; retryAfterMs: number } | { ok: false; code: 'draining'; retryAfterMs: number }

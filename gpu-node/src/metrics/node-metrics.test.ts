@@ -45,6 +45,15 @@ describe('node metrics', () => {
     expect(await createNodeMetrics({ region: 'r', model: 'm', stats: () => stats }).render()).toContain('zl_prefix_cache_hits_total{region="r",model="m"} 0')
   })
 
+  it('copies speculative decoding’s counts and acceptance at each scrape (0 while it is off)', async () => {
+    const metrics = createNodeMetrics({ region: 'r', model: 'm', stats: () => ({ ...stats, speculation: { steps: 40, drafts: 50, draftTokens: 200, acceptedTokens: 150 } }) })
+    const text = await metrics.render()
+    for (const line of ['zl_spec_decode_num_drafts_total{region="r",model="m"} 50', 'zl_spec_decode_num_draft_tokens_total{region="r",model="m"} 200', 'zl_spec_decode_num_accepted_tokens_total{region="r",model="m"} 150', 'zl_spec_decode_steps_total{region="r",model="m"} 40', 'zl_spec_decode_acceptance_ratio{region="r",model="m"} 0.75']) expect(text).toContain(line)
+    const off = await createNodeMetrics({ region: 'r', model: 'm', stats: () => stats }).render()
+    expect(off).toContain('zl_spec_decode_num_accepted_tokens_total{region="r",model="m"} 0')
+    expect(off).toContain('zl_spec_decode_acceptance_ratio{region="r",model="m"} 0')
+  })
+
   it('resolves milliseconds in latency histograms', async () => {
     const metrics = createNodeMetrics({ region: 'r', model: 'm', stats: () => stats })
     expect(await metrics.render()).toContain('zl_time_to_first_token_seconds_bucket{le="0.001",region="r",model="m"} 0')

@@ -76,6 +76,12 @@ export function createNodeMetrics(opts: NodeMetricsOptions): NodeMetrics {
   counter('zl_prefix_cache_hits_total', 'Prompt tokens found in the prefix cache (their prefill skipped).', (s) => s.prefixCache?.hits ?? 0)
   counter('zl_prefix_cache_evictions_total', 'Prefix-cache blocks evicted to make room.', (s) => s.prefixCache?.evictions ?? 0)
   gauge('zl_prefix_cache_bytes', 'KV bytes the prefix cache holds.', (s) => s.prefixCache?.bytes ?? 0)
+  // Speculative decoding's cumulative counts (vLLM's spec_decode_* names); all 0 while it is off.
+  counter('zl_spec_decode_num_drafts_total', 'Rows that verified a draft, summed over decode steps.', (s) => s.speculation?.drafts ?? 0)
+  counter('zl_spec_decode_num_draft_tokens_total', 'Draft tokens verified.', (s) => s.speculation?.draftTokens ?? 0)
+  counter('zl_spec_decode_num_accepted_tokens_total', 'Draft tokens accepted (each one a token generated without a step of its own).', (s) => s.speculation?.acceptedTokens ?? 0)
+  counter('zl_spec_decode_steps_total', 'Decode steps that verified drafts.', (s) => s.speculation?.steps ?? 0)
+  gauge('zl_spec_decode_acceptance_ratio', 'Draft tokens accepted over draft tokens verified, since start; 0 before any.', (s) => (s.speculation?.draftTokens ? s.speculation.acceptedTokens / s.speculation.draftTokens : 0))
   gauge('zl_prefix_cache_capacity_bytes', 'The prefix cache budget (PREFIX_CACHE_MB), in bytes of whole blocks; 0 when off.', (s) => s.prefixCache?.capacityBytes ?? 0)
 
   return {

@@ -82,7 +82,7 @@ export class ModelStep {
     const result: StepResult = { decoded: { seqIds: [], tokens: [] }, joined: { seqIds: [], tokens: [] }, kvRows: 0, kvTokens: 0, decodeMs: 0, prefillMs: 0 }
     if (plan.decode && this.batch.rows > 0) {
       const t0 = performance.now()
-      result.decoded = await this.decode()
+      result.decoded = plan.drafts?.length && this.batch instanceof SlotKvCache ? await this.verify(this.batch, plan.drafts) : await this.decode()
       result.decodeMs = performance.now() - t0
     }
     if (plan.prefill.length > 0) {
@@ -116,6 +116,42 @@ export class ModelStep {
     const tokens = picked.map((p) => p.token)
     tokens.forEach((token, r) => (this.batch.nextTokens[r] = token))
     return this.logprobRows.size === 0 ? { seqIds, tokens } : { seqIds, tokens, logprobs: picked.map((p) => p.logprob ?? null) }
+  }
+
+  /**
+   * A decode step that verifies drafts (speculative decoding): each row feeds its next token and
+   * its draft, ragged, in one run. A row then samples position after position, exactly as plain
+   * decode steps would one at a time (the same sampler and grammar state, the counter-based draw
+   * of each generated index), and stops at the first token that differs from its draft's next, or
+   * after its last: those tokens are what plain decoding would have produced. The KV kept is that
+   * of the tokens fed up to there; the last token sampled is fed next.
+   */
+  private async verify(cache: SlotKvCache, drafts: NonNullable<StepPlan['drafts']>): Promise<StepResult['decoded']> {
+    const byId = new Map(drafts.map((d) => [d.seqId, d.tokens]))
+    const seqIds = cache.seqIds.slice()
+    const fed = seqIds.map((id, r) => [cache.nextTokens[r]!, ...(byId.get(id) ?? [])])
+    const outputs = await this.session.run(cache.feedsRagged(fed))
+    const rows = await Promise.all(
+      seqIds.map(async (id, r) => {
+        const tokens: number[] = []
+        const logprobs: Array<TokenLogprob | null> = []
+        for (let i = 0; i < fed[r]!.length; i++) {
+          const { token, logprob } = await this.choose(id, this.logitsAt(outputs, r, i))
+          tokens.push(token)
+          logprobs.push(logprob ?? null)
+          if (token !== fed[r]![i + 1]) break
+        }
+        return { tokens, logprobs }
+      }),
+    )
+    cache.acceptRagged(outputs, rows.map((row) => row.tokens.length))
+    rows.forEach((row, r) => (cache.nextTokens[r] = row.tokens.at(-1)!))
+    const decoded: StepResult['decoded'] = { seqIds, tokens: rows.map((row) => row.tokens[0]!), more: rows.map((row) => row.tokens.slice(1)) }
+    if (this.logprobRows.size > 0) {
+      decoded.logprobs = rows.map((row) => row.logprobs[0]!)
+      decoded.moreLogprobs = rows.map((row) => row.logprobs.slice(1))
+    }
+    return decoded
   }
 
   /** A row's token, and its log-probability entry when the row asked for one (from the logits before anything changed them). */

@@ -53,7 +53,7 @@ async function start(init: RunnerWorkerInit): Promise<void> {
     grammars = init.vocab ? new Grammars(init.vocab, init.eosTokenIds) : undefined
     const vocab = init.vocab ? { tokenPiece: tokenPieces(init.vocab), vocabSize: init.vocab.tokens.length } : {}
     step = new ModelStep(session, io, init.eosTokenIds, { kvBudgetBytes: init.kvBudgetBytes, prefixBlockTokens: init.prefixBlockTokens, ...(grammars ? { grammars } : {}), ...vocab })
-    const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, kvType: io.kvType, hasPositionIds: io.hasPositionIds, couplingOps: batchCouplingOps(init.onnxPath), kvPath, logitsPath }
+    const shape: SessionShape = { numLayers: io.numLayers, numKvHeads: io.numKvHeads, headDim: io.headDim, kvType: io.kvType, hasPositionIds: io.hasPositionIds, kvCache: io.kvCache, couplingOps: batchCouplingOps(init.onnxPath), kvPath, logitsPath }
     port.postMessage({ type: 'ready', io: shape })
   } catch (e) {
     port.postMessage({ type: 'fatal', message: (e as Error).message })

@@ -24,6 +24,8 @@ export interface ModelInfo {
   kvPath?: KvPath
   /** Whether a step computes logits only for the positions it samples, and why (start-up log). */
   logitsPath?: LogitsPath
+  /** The runner verifies draft tokens in a decode step (StepPlan `drafts`): the slot KV path, continuous batching. */
+  speculation?: boolean
 }
 
 /**
@@ -48,6 +50,8 @@ export interface SessionShape extends KvShape {
   hasPositionIds: boolean
   /** The graph's operators that couple a batch's rows (graph-ops.ts batchCouplingOps). */
   couplingOps: string[]
+  /** The KV interface the session is driven through (session-io.ts). */
+  kvCache?: 'slots' | 'concat'
   kvPath?: KvPath
   logitsPath?: LogitsPath
 }
@@ -60,14 +64,17 @@ export function kvBytesPerToken(kv: KvShape): number {
 export function toModelInfo(dir: ModelDir, session: SessionShape): ModelInfo {
   const { numLayers, numKvHeads, headDim, kvType } = session
   const kv = { numLayers, numKvHeads, headDim, kvType }
+  const batching = batchingOf(session)
   return {
     vocabSize: dir.config.vocabSize,
     ...kv,
     contextLength: dir.config.contextLength,
     kvBytesPerToken: kvBytesPerToken(kv),
     eosTokenIds: dir.eosTokenIds,
-    ...batchingOf(session),
+    ...batching,
     ...(session.kvPath ? { kvPath: session.kvPath } : {}),
+    // Drafts are verified as ragged rows of the slot cache; the concat cache's rows are left-padded to one width.
+    ...((session.kvCache ?? session.kvPath?.kvCache) === 'slots' && batching.batching === 'continuous' ? { speculation: true } : {}),
     ...(session.logitsPath ? { logitsPath: session.logitsPath } : {}),
   }
 }
@@ -137,6 +144,12 @@ export interface StepPlan {
   save?: BlockSave[]
   release: number[]
   decode: boolean
+  /**
+   * Speculative decoding: rows whose decode step also verifies these draft tokens (fed after the
+   * row's next token in the same run). The row samples each position in turn and keeps its
+   * tokens while they equal the draft's; rows without one decode as usual in the same run.
+   */
+  drafts?: Array<{ seqId: number; tokens: number[] }>
   prefill: PrefillPart[]
 }
 
@@ -144,6 +157,13 @@ export interface SampledTokens {
   seqIds: number[]
   tokens: number[]
   logprobs?: Array<TokenLogprob | null>
+  /**
+   * A verify step's further tokens per row, after `tokens[i]` (one per accepted draft token; empty
+   * for a row whose draft's first token was refused or that had none), with their log-probability
+   * entries when the row asked.
+   */
+  more?: number[][]
+  moreLogprobs?: Array<Array<TokenLogprob | null>>
 }
 
 export interface StepResult {

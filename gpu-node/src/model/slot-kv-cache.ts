@@ -98,10 +98,11 @@ export class SlotKvCache implements BatchCache, PrefillCache {
   }
 
   /**
-   * Feeds for `s` new tokens per row (ids [rows, s]) at positions lens[b]..lens[b]+s-1. Makes
-   * room first, so the new K/V can be written after the step.
+   * Feeds for `s` new tokens per row (ids [rows, s]) at positions lens[b]..lens[b]+s-1 (a row of
+   * `counts[b]` real tokens: its positions stop at its last). Makes room first, so the new K/V can
+   * be written after the step.
    */
-  feeds(ids: BigInt64Array, s: number): Record<string, ort.Tensor> {
+  feeds(ids: BigInt64Array, s: number, counts?: readonly number[]): Record<string, ort.Tensor> {
     const b = this.rows
     this.reserve(b, maxOf(this.lens) + s)
     // Rows that all start empty (a prompt's first chunk) are fed no past: the capacity's masked
@@ -114,7 +115,10 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     for (let r = 0; r < b; r++) {
       mask.fill(1n, r * total, r * total + this.lens[r])
       mask.fill(1n, r * total + cap, (r + 1) * total)
-      for (let i = 0; i < s; i++) positions[r * s + i] = BigInt(this.lens[r] + i)
+      // A ragged row's padding (feedsRagged) repeats its last token at its last position: a
+      // position past the row's own end could be past the model's context (learned positions).
+      const last = (counts?.[r] ?? s) - 1
+      for (let i = 0; i < s; i++) positions[r * s + i] = BigInt(this.lens[r] + Math.min(i, last))
     }
     return modelFeeds(this.io, ids, [b, s], mask, total, positions, this.layers(cap), cap)
   }
@@ -168,7 +172,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     tokens.forEach((t, r) => {
       for (let i = 0; i < s; i++) ids[r * s + i] = BigInt(t[Math.min(i, t.length - 1)]!)
     })
-    const feeds = this.feeds(ids, s)
+    const feeds = this.feeds(ids, s, tokens.map((t) => t.length))
     if (feeds.num_logits_to_keep) feeds.num_logits_to_keep = new ort.Tensor('int64', BigInt64Array.of(0n), [])
     return feeds
   }

@@ -1,5 +1,7 @@
 import type * as ort from 'onnxruntime-node'
-import { GREEDY, type EngineRequest } from '../../src/engine/types.ts'
+import { GREEDY, type EngineLimits, type EngineObserver, type EngineRequest } from '../../src/engine/types.ts'
+import { Grammars } from '../../src/structured/grammars.ts'
+import { encodedVocab, tokenPieces } from '../../src/structured/tokenizer-info.ts'
 import { Engine } from '../../src/engine/engine.ts'
 import type { BatchCache } from '../../src/model/batch-kv-cache.ts'
 import type { KvPath } from '../../src/model/kv-path.ts'
@@ -30,16 +32,28 @@ export interface EditedEngineOptions extends Omit<OpenSessionOptions, 'config'> 
   cache?: (io: SessionIo) => BatchCache
   /** Wraps the session (a control that reads the wrong logits). */
   session?: (s: ort.InferenceSession) => ort.InferenceSession
+  /** Engine limits over the defaults below (speculation, a small KV budget, the prefix cache). */
+  limits?: Partial<EngineLimits>
+  /** Grammars and token pieces from the model's tokenizer: constrained and log-probability requests. */
+  structured?: boolean
+  observer?: EngineObserver
 }
 
 export async function openEditedEngine(dir: ModelDir, opts: EditedEngineOptions = {}): Promise<EditedEngine> {
-  const { cache, session: wrap, ...edits } = opts
+  const { cache, session: wrap, limits: over, structured, observer, ...edits } = opts
+  const limits: EngineLimits = { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 1 << 30, prefillChunkTokens: 16, ...over }
   const opened = await openModelSession(dir.onnxPath, ONE_THREAD, { config: dir.config, ...edits })
   const io = readSessionIo(opened.session, dir.config)
   const info = toModelInfo(dir, { ...io, couplingOps: [], kvPath: opened.kvPath, logitsPath: opened.logitsPath })
   const session = wrap ? wrap(opened.session) : opened.session
-  const runner = new InProcessRunner(info, new ModelStep(session, io, info.eosTokenIds, { batch: cache?.(io), kvBudgetBytes: 1 << 30 }))
-  const engine = new Engine({ runner, decoder: new ModelTokenizer(dir), limits: { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 1 << 30, prefillChunkTokens: 16 } })
+  const vocab = structured ? encodedVocab(dir.tokenizerJson, dir.config.vocabSize) : undefined
+  const step = new ModelStep(session, io, info.eosTokenIds, {
+    batch: cache?.(io),
+    kvBudgetBytes: limits.kvBudgetBytes,
+    ...(limits.prefixBlockTokens ? { prefixBlockTokens: limits.prefixBlockTokens } : {}),
+    ...(vocab ? { grammars: new Grammars(vocab, dir.eosTokenIds), tokenPiece: tokenPieces(vocab), vocabSize: vocab.tokens.length } : {}),
+  })
+  const engine = new Engine({ runner: new InProcessRunner(info, step), decoder: new ModelTokenizer(dir), limits, modelKey: dir.modelId, ...(observer ? { observer } : {}) })
   return { engine, kvPath: opened.kvPath, logitsPath: opened.logitsPath, io }
 }
 

@@ -1,0 +1,135 @@
+/**
+ * Speculative decoding by prompt lookup (part of `--only realtime`), on the trained default
+ * model: two GPU nodes, SPEC_DECODING=auto and off, each run in turn (never at once), direct,
+ * 127.0.0.1 only, with the same requests.
+ *
+ * - edit, batch 1: one greedy request rewriting a code file it was given (this repository's own
+ *   quantize.py, a name renamed in the lines it was shown); its decode rate (tokens after the
+ *   first ÷ the time after the first) auto ÷ off.
+ * - no copy, batch 32: 32 requests at once, sampled (temperature 1, a seed each) from prompts of
+ *   plain words, so their answers copy nothing; the total tokens/s auto ÷ off.
+ * - exact: every text of both parts equal on the two nodes (greedy and seeded, batched): 1, else 0.
+ * The auto node's spec_decode counters say how much it verified and accepted in each part.
+ */
+import { readFileSync } from 'node:fs'
+import { DEFAULT_MODEL_DIR } from '../../gpu-node/src/config.ts'
+import type { Dispatcher } from 'undici'
+import { benchAgent, sendRequest, type RequestRecord } from '../load/client.ts'
+import { buildBody } from '../load/dialects.ts'
+import { parseProm, promValue } from '../lib/prom.ts'
+import { textPromptOfLength } from '../lib/prompts.ts'
+import type { BenchContext } from '../lib/report-types.ts'
+import { startGpuNode, type GpuNode } from '../lib/services.ts'
+import { median, round } from '../lib/stats.ts'
+
+const EDIT_SOURCE = 'gpu-node/tools/train-model/quantize.py'
+const EDIT_TOKENS = 128
+const ROWS = 32
+const NO_COPY_PROMPT = 64
+const NO_COPY_TOKENS = 48
+
+export interface SpeculationFigures {
+  spec_speedup_edit_batch1: number | null
+  spec_over_off_batch32_no_copy: number | null
+  /** 1 when every text was equal on both nodes (a figure is a number), else 0. */
+  spec_exact: number
+}
+
+/** A file, then the same file being rewritten with one name renamed: its first lines are given. */
+export function editPrompt(): string {
+  const code = readFileSync(EDIT_SOURCE, 'utf8').slice(0, 1500)
+  const edited = code.replaceAll('block', 'group')
+  const shown = edited.split('\n').slice(0, 6).join('\n')
+  return `# ${EDIT_SOURCE}\n${code}\n\n# ${EDIT_SOURCE}, with "block" renamed to "group"\n${shown}\n`
+}
+
+type Node = { name: 'auto' | 'off'; node: GpuNode }
+
+export async function runSpeculation(ctx: BenchContext, raw: Record<string, unknown>): Promise<SpeculationFigures> {
+  const nodes: Node[] = []
+  try {
+    for (const mode of ['off', 'auto'] as const) nodes.push({ name: mode, node: await startGpuNode({ modelDir: DEFAULT_MODEL_DIR, env: { SPEC_DECODING: mode, MAX_BATCH: String(ROWS) } }) })
+    const agent = benchAgent()
+    const edit = await runEdit(ctx, nodes, agent)
+    const batch = await runNoCopy(ctx, nodes, agent)
+    await agent.close()
+    const exact = edit.exact && batch.exact
+    raw.speculation = { model: DEFAULT_MODEL_DIR, edit: edit.raw, no_copy_batch32: batch.raw, exact }
+    ctx.log(`speculation: edit batch 1 auto ÷ off ${edit.ratio ?? '–'}, batch 32 no copy ${batch.ratio ?? '–'}, texts equal: ${exact}`)
+    return { spec_speedup_edit_batch1: edit.ratio, spec_over_off_batch32_no_copy: batch.ratio, spec_exact: exact ? 1 : 0 }
+  } finally {
+    await Promise.all(nodes.map((n) => n.node.stop()))
+  }
+}
+
+const complete = (node: GpuNode, text: string, maxTokens: number, agent: Dispatcher, sampling?: { temperature: number; seed: number }) =>
+  sendRequest({ origin: node.url, dialect: 'openai-completions', body: buildBody('openai-completions', { model: node.model, text, maxTokens, stream: true, ignoreEos: true, ...(sampling ? { sampling } : {}) }), stream: true, captureText: true, dispatcher: agent })
+
+async function specCounts(node: GpuNode) {
+  const s = parseProm(await node.metricsText())
+  return { steps: promValue(s, 'zl_spec_decode_steps_total'), draft: promValue(s, 'zl_spec_decode_num_draft_tokens_total'), accepted: promValue(s, 'zl_spec_decode_num_accepted_tokens_total') }
+}
+
+/** What the auto node verified and accepted while `work` ran. */
+async function counted<T>(auto: GpuNode, work: () => Promise<T>): Promise<{ result: T; verify_steps: number; draft_tokens: number; accepted_tokens: number }> {
+  const before = await specCounts(auto)
+  const result = await work()
+  const after = await specCounts(auto)
+  return { result, verify_steps: after.steps - before.steps, draft_tokens: after.draft - before.draft, accepted_tokens: after.accepted - before.accepted }
+}
+
+/** Rounds alternate which node goes first. */
+const inTurn = (nodes: Node[], round: number) => (round % 2 === 0 ? nodes : [...nodes].reverse())
+
+async function runEdit(ctx: BenchContext, nodes: Node[], agent: Dispatcher) {
+  const prompt = editPrompt()
+  const rounds = ctx.quick ? 3 : 7
+  const rates: Record<string, number[]> = { auto: [], off: [] }
+  const texts: Record<string, Set<string>> = { auto: new Set(), off: new Set() }
+  const auto = nodes.find((n) => n.name === 'auto')!.node
+  // A first request each: the runtime's first steps at a new width are not the bench's.
+  for (const n of nodes) await complete(n.node, prompt, 16, agent)
+  const { verify_steps, draft_tokens, accepted_tokens } = await counted(auto, async () => {
+    for (let r = 0; r < rounds; r++) {
+      for (const n of inTurn(nodes, r)) {
+        const rec = await complete(n.node, prompt, EDIT_TOKENS, agent)
+        rates[n.name]!.push(decodeRate(rec))
+        texts[n.name]!.add(rec.text ?? '')
+      }
+    }
+  })
+  const ratio = round(median(rates.auto!) / median(rates.off!))
+  const exact = texts.auto!.size === 1 && texts.off!.size === 1 && [...texts.auto!][0] === [...texts.off!][0]
+  ctx.log(`speculation, edit batch 1: decode ${round(median(rates.auto!), 1)} tok/s auto, ${round(median(rates.off!), 1)} off; auto verified ${draft_tokens} draft tokens in ${verify_steps} steps, accepted ${accepted_tokens}`)
+  return { ratio, exact, raw: { source: EDIT_SOURCE, completion_tokens: EDIT_TOKENS, rounds, decode_tok_s: { auto: round(median(rates.auto!), 2), off: round(median(rates.off!), 2) }, verify_steps, draft_tokens, accepted_tokens, texts_equal: exact } }
+}
+
+/** Tokens after the first over the time after the first token, per second. */
+function decodeRate(rec: RequestRecord): number {
+  if (rec.ttftMs === undefined || rec.tokens < 2) throw new Error(`speculation bench: a request failed (${rec.status} ${rec.error ?? ''})`)
+  return ((rec.tokens - 1) * 1000) / (rec.totalMs - rec.ttftMs)
+}
+
+async function runNoCopy(ctx: BenchContext, nodes: Node[], agent: Dispatcher) {
+  const prompts = Array.from({ length: ROWS }, (_, i) => textPromptOfLength(DEFAULT_MODEL_DIR, NO_COPY_PROMPT, 40 + i).text)
+  const rounds = ctx.quick ? 2 : 5
+  const rates: Record<string, number[]> = { auto: [], off: [] }
+  const texts: Record<string, string[][]> = { auto: [], off: [] }
+  const auto = nodes.find((n) => n.name === 'auto')!.node
+  const { verify_steps, draft_tokens, accepted_tokens } = await counted(auto, async () => {
+    for (let r = 0; r < rounds; r++) {
+      for (const n of inTurn(nodes, r)) {
+        const started = performance.now()
+        const recs = await Promise.all(prompts.map((p, i) => complete(n.node, p, NO_COPY_TOKENS, agent, { temperature: 1, seed: 1000 * r + i })))
+        const ms = performance.now() - started
+        if (recs.some((x) => x.status !== 200 || x.tokens !== NO_COPY_TOKENS)) throw new Error('speculation bench: a batch-32 request failed')
+        rates[n.name]!.push((recs.reduce((s, x) => s + x.tokens, 0) * 1000) / ms)
+        texts[n.name]!.push(recs.map((x) => x.text ?? ''))
+      }
+    }
+  })
+  const ratio = round(median(rates.auto!) / median(rates.off!))
+  const exact = JSON.stringify(texts.auto) === JSON.stringify(texts.off)
+  ctx.log(`speculation, batch 32 no copy: ${round(median(rates.auto!), 1)} tok/s auto, ${round(median(rates.off!), 1)} off; auto verified ${draft_tokens} draft tokens in ${verify_steps} steps, accepted ${accepted_tokens}`)
+  return { ratio, exact, raw: { rows: ROWS, prompt_tokens: NO_COPY_PROMPT, completion_tokens: NO_COPY_TOKENS, rounds, tok_s: { auto: round(median(rates.auto!), 2), off: round(median(rates.off!), 2) }, verify_steps, draft_tokens, accepted_tokens, texts_equal: exact } }
+}
