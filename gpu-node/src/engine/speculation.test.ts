@@ -82,12 +82,17 @@ describe('speculation policy', () => {
     expect(new Speculation({ mode: 'off', maxDraft: 4 }).plan([looping(1)], 100)).toEqual([])
   })
 
-  it('`auto` measures a plain step first; a verify step then counts as cheap until measured', () => {
+  it('`auto` measures a plain step first, then tries a verify step at its cheapest width, then decides by what it measured', () => {
     const spec = new Speculation({ mode: 'auto', maxDraft: 4 })
     expect(spec.plan([looping(1)], 100)).toEqual([])
     spec.observeStep(1, 1, 4)
+    expect(spec.plan([looping(1)], 100)).toEqual([{ seqId: 1, tokens: [3] }])
+    spec.observeStep(1, 2, 4.4)
+    spec.observeRow(1, 1, 1)
     expect(spec.plan([looping(1)], 100)).toEqual([{ seqId: 1, tokens: [3, 4, 1, 2] }])
     spec.observeStep(1, 5, 40)
+    expect(spec.plan([looping(1)], 100)).toEqual([{ seqId: 1, tokens: [3] }])
+    spec.observeStep(1, 2, 40)
     expect(spec.plan([looping(1)], 100)).toEqual([])
   })
 

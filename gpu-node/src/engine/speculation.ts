@@ -177,8 +177,9 @@ function ewma(m: Map<number, number>, key: number, ms: number): void {
  * acceptance) over the measured cost of a step of width k + 1 at this batch size. So drafts run
  * where they pay (a small batch copying from its prompt) and stay off where they do not (a large
  * batch, text that copies nothing). A batch size with no verify step measured yet has its cost
- * estimated from smaller ones (StepCosts.verify), and the first verify step measures it; one that
- * ran none for EXPLORE_EVERY plain steps gets its cheapest verify step, to measure again.
+ * estimated from smaller ones (StepCosts.verify) and is tried at its cheapest width, one draft
+ * token, which measures it; one that ran none for EXPLORE_EVERY plain steps gets that cheapest
+ * verify step again, to measure anew.
  */
 export class Speculation {
   readonly costs = new StepCosts()
@@ -234,7 +235,9 @@ export class Speculation {
     const expected = (k: number) => drafts.reduce((sum, d, r) => sum + geometric(rates[r]!, Math.min(k, d.tokens.length)), rows)
     let best = 0
     let bestRate = (rows / plain) * MARGIN
-    for (let k = 1; k <= longest; k++) {
+    // A class not measured yet is tried at its cheapest width: at a large batch a step costs about
+    // its tokens, and the estimate it borrowed could be several times too low there.
+    for (let k = 1; k <= (this.costs.measured(rows) ? longest : 1); k++) {
       const rate = expected(k) / this.costs.verify(rows, k + 1)!
       if (rate > bestRate) {
         best = k
