@@ -100,8 +100,9 @@ async function runEdit(ctx: BenchContext, nodes: Node[], agent: Dispatcher) {
   })
   const ratio = round(median(rates.auto!) / median(rates.off!))
   const exact = texts.auto!.size === 1 && texts.off!.size === 1 && [...texts.auto!][0] === [...texts.off!][0]
+  const distinct = { auto: texts.auto!.size, off: texts.off!.size }
   ctx.log(`speculation, edit batch 1: decode ${round(median(rates.auto!), 1)} tok/s auto, ${round(median(rates.off!), 1)} off; auto verified ${draft_tokens} draft tokens in ${verify_steps} steps, accepted ${accepted_tokens}`)
-  return { ratio, exact, raw: { source: EDIT_SOURCE, completion_tokens: EDIT_TOKENS, rounds, decode_tok_s: { auto: round(median(rates.auto!), 2), off: round(median(rates.off!), 2) }, verify_steps, draft_tokens, accepted_tokens, texts_equal: exact } }
+  return { ratio, exact, raw: { source: EDIT_SOURCE, completion_tokens: EDIT_TOKENS, rounds, decode_tok_s: { auto: round(median(rates.auto!), 2), off: round(median(rates.off!), 2) }, verify_steps, draft_tokens, accepted_tokens, texts_equal: exact, distinct_texts: distinct } }
 }
 
 /** Tokens after the first over the time after the first token, per second. */
@@ -130,6 +131,7 @@ async function runNoCopy(ctx: BenchContext, nodes: Node[], agent: Dispatcher) {
   })
   const ratio = round(median(rates.auto!) / median(rates.off!))
   const exact = JSON.stringify(texts.auto) === JSON.stringify(texts.off)
+  const differing = texts.auto!.flatMap((round, r) => round.flatMap((t, i) => (t === texts.off![r]![i] ? [] : [`${r}:${i}`])))
   ctx.log(`speculation, batch 32 no copy: ${round(median(rates.auto!), 1)} tok/s auto, ${round(median(rates.off!), 1)} off; auto verified ${draft_tokens} draft tokens in ${verify_steps} steps, accepted ${accepted_tokens}`)
-  return { ratio, exact, raw: { rows: ROWS, prompt_tokens: NO_COPY_PROMPT, completion_tokens: NO_COPY_TOKENS, rounds, tok_s: { auto: round(median(rates.auto!), 2), off: round(median(rates.off!), 2) }, verify_steps, draft_tokens, accepted_tokens, texts_equal: exact } }
+  return { ratio, exact, raw: { rows: ROWS, prompt_tokens: NO_COPY_PROMPT, completion_tokens: NO_COPY_TOKENS, rounds, tok_s: { auto: round(median(rates.auto!), 2), off: round(median(rates.off!), 2) }, verify_steps, draft_tokens, accepted_tokens, texts_equal: exact, differing_rows: differing } }
 }

@@ -132,6 +132,27 @@ describe('speculation policy', () => {
     expect(spec.stats).toEqual({ steps: 2, drafts: 6, draftTokens: 24, acceptedTokens: 0 })
   })
 
+  it('`auto` tries a row again once its refusals have faded over steps without a verify, when drafts like its own are accepted', () => {
+    const spec = new Speculation({ mode: 'auto', maxDraft: 4 })
+    spec.observeStep(1, 1, 4)
+    spec.observeStep(1, 5, 8)
+    // Drafts from 4-token matches have been accepted (another row's), then this row's are refused.
+    for (let i = 0; i < 8; i++) {
+      spec.plan([looping(3)], 100)
+      spec.observeRow(3, 4, 4)
+    }
+    expect(spec.plan([looping(1)], 100).length).toBe(1)
+    for (let i = 0; i < 3; i++) {
+      spec.plan([looping(1)], 100)
+      spec.observeRow(1, 4, 0)
+    }
+    expect(spec.plan([looping(1)], 100)).toEqual([])
+    let steps = 1
+    while (spec.plan([looping(1)], 100).length === 0) steps++
+    expect(steps).toBeGreaterThan(0)
+    expect(steps).toBeLessThan(10)
+  })
+
   it('counts what was proposed and accepted, as vLLM’s metrics do', () => {
     const spec = new Speculation({ mode: 'on', maxDraft: 4 })
     spec.observeStep(1, 5, 4)

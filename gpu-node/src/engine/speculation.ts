@@ -216,7 +216,16 @@ export class Speculation {
     }
     if (drafts.length === 0) return []
     const k = mode === 'on' ? cap : this.bestLength(rows.length, drafts)
-    if (k === 0) return []
+    if (k === 0) {
+      // A row's own refusals fade while it runs without verifying, back to the prior of its
+      // drafts' n-gram length: a copy that went astray for a few tokens is tried again once it
+      // is back on track, and a row whose drafts come from one-token matches stays off.
+      for (const d of drafts) {
+        const own = this.acceptance.get(d.seqId)
+        if (own) decay(own, ACCEPTANCE_DECAY, 0, 0)
+      }
+      return []
+    }
     for (const d of drafts) d.tokens.length = Math.min(d.tokens.length, k)
     return drafts
   }
