@@ -91,7 +91,7 @@ async function main(log: Logger): Promise<void> {
     exit: (code) => exitAfterFlush(code),
     log,
   })
-  log.info({ msg: 'ready', url, region: config.region, model, ...loaded.served, batching: loaded.info.batching, kvType: loaded.info.kvType, ...kvLog(loaded.info), nodeId: config.nodeId, pid: process.pid, registry: Boolean(heartbeat) })
+  log.info({ msg: 'ready', url, region: config.region, model, ...loaded.served, batching: loaded.info.batching, kvType: loaded.info.kvType, ...kvLog(loaded.info), speculation: speculationLog(config, loaded.info), nodeId: config.nodeId, pid: process.pid, registry: Boolean(heartbeat) })
 }
 
 /** The ready line's KV interface and logits positions, whether the graph was edited at load to get them, and why (model/kv-path.ts, model/last-logits-edit.ts). */
@@ -99,6 +99,12 @@ function kvLog(info: ModelInfo): { kvCache?: string; kvCacheEdited?: boolean; kv
   const logits = info.logitsPath ? { lastLogitsOnly: info.logitsPath.lastOnly, logitsWhy: info.logitsPath.why } : {}
   if (!info.kvPath) return logits
   return { kvCache: info.kvPath.kvCache, kvCacheEdited: info.kvPath.edited, kvCacheWhy: info.kvPath.why, ...logits }
+}
+
+/** SPEC_DECODING as it applies to the model served: a graph whose decode steps cannot verify drafts runs without. */
+function speculationLog(config: NodeConfig, info: ModelInfo): string {
+  const mode = config.limits.speculation?.mode ?? 'off'
+  return mode === 'off' || info.speculation ? mode : 'off (drafts are verified on the slot KV path with continuous batching only)'
 }
 
 function readConfig(): NodeConfig {

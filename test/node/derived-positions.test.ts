@@ -31,6 +31,8 @@ describe('a node serving a graph without position_ids', () => {
     expect(String(warning.why)).toContain('position_ids')
     const ready = await node.waitForLog((l) => l.msg === 'ready')
     expect(ready).toMatchObject({ batching: 'equal-lengths', kvCache: 'concat', kvCacheEdited: false })
+    // Its decode steps cannot verify drafts: SPEC_DECODING's default says so and changes nothing.
+    expect(String(ready.speculation)).toMatch(/^off \(.*slot KV path/)
     expect(String(ready.kvCacheWhy)).toContain('position_ids')
   })
 

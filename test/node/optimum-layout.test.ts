@@ -28,7 +28,7 @@ afterAll(async () => {
 describe('a node serving an Optimum-layout (concat KV) graph', () => {
   it('logs at start that it runs it on the slot KV path, edited at load, and why', async () => {
     const ready = await node.waitForLog((l) => l.msg === 'ready')
-    expect(ready).toMatchObject({ batching: 'continuous', kvCache: 'slots', kvCacheEdited: true })
+    expect(ready).toMatchObject({ batching: 'continuous', kvCache: 'slots', kvCacheEdited: true, speculation: 'auto' })
     expect(String(ready.kvCacheWhy)).toMatch(/Concat\(past_key_values\.\*, new\).*position_ids/)
   })
 
