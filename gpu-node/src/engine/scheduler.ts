@@ -147,7 +147,7 @@ export class Scheduler {
     if (plan.decode && this.speculation) {
       // A verify step attends over each row's drafts too: they stay within the KV budget.
       const perRow = Math.floor(this.limits.kvBudgetBytes / this.limits.kvBytesPerToken / this.running.length)
-      const drafts = this.speculation.plan(this.running, perRow - this.longestRunning())
+      const drafts = this.speculation.plan(this.running, perRow - this.longestRunning(), plan.prefill.length > 0 || this.queue.length > 0)
       if (drafts.length > 0) plan.drafts = drafts
     }
     this.releases = []

@@ -153,6 +153,15 @@ describe('speculation policy', () => {
     expect(steps).toBeLessThan(10)
   })
 
+  it('`auto` verifies nothing while the tick prefills or requests wait; `on` still does', () => {
+    const auto = new Speculation({ mode: 'auto', maxDraft: 4 })
+    auto.observeStep(1, 1, 4)
+    auto.observeStep(1, 5, 4.4)
+    expect(auto.plan([looping(1)], 100, true)).toEqual([])
+    expect(auto.plan([looping(1)], 100, false)).toHaveLength(1)
+    expect(new Speculation({ mode: 'on', maxDraft: 4 }).plan([looping(1)], 100, true)).toHaveLength(1)
+  })
+
   it('counts what was proposed and accepted, as vLLM’s metrics do', () => {
     const spec = new Speculation({ mode: 'on', maxDraft: 4 })
     spec.observeStep(1, 5, 4)

@@ -198,12 +198,14 @@ export class Speculation {
   /**
    * The drafts for a decode step over `rows`, at most `maxWidth` tokens fed per row (the KV
    * budget's room): none when speculation would not pay. A row gets no draft past its
-   * max_tokens (its first token is always sampled, each accepted draft adds one).
+   * max_tokens (its first token is always sampled, each accepted draft adds one). `othersWait`:
+   * the tick also prefills, or requests are queued; `auto` then verifies nothing, since a wider
+   * step would hold back their first tokens (the running rows lose one step's gain, no more).
    */
-  plan(rows: readonly DraftRow[], maxWidth: number): RowDraft[] {
+  plan(rows: readonly DraftRow[], maxWidth: number, othersWait = false): RowDraft[] {
     const { mode, maxDraft } = this.settings
     const cap = Math.min(maxDraft, maxWidth - 1)
-    if (mode === 'off' || cap <= 0 || rows.length === 0) return []
+    if (mode === 'off' || (mode === 'auto' && othersWait) || cap <= 0 || rows.length === 0) return []
     const drafts: RowDraft[] = []
     this.matched.clear()
     for (const seq of rows) {
