@@ -7,7 +7,7 @@
  */
 import { performance } from 'node:perf_hooks'
 import { Agent, request, type Dispatcher } from 'undici'
-import { DIALECT_PATH, jsonCompletionTokens, readFrame, type BenchDialect } from './dialects.ts'
+import { DIALECT_PATH, buildBody, jsonCompletionTokens, readFrame, type BenchDialect, type BodyOptions } from './dialects.ts'
 
 export interface RequestSpec {
   /** `http://127.0.0.1:port` */
@@ -81,6 +81,18 @@ export function benchAgent(opts: { connections?: number } = {}): Agent {
     pipelining: 1,
     ...(opts.connections ? { connections: opts.connections } : {}),
   })
+}
+
+/** One streaming OpenAI completion of exactly `maxTokens` tokens (ignore_eos), sent straight to a node. */
+export function streamCompletion(
+  origin: string,
+  model: string,
+  text: string,
+  maxTokens: number,
+  opts: Pick<RequestSpec, 'dispatcher' | 'headers' | 'captureText'> & Pick<BodyOptions, 'sampling'> = {},
+): Promise<RequestRecord> {
+  const { sampling, ...spec } = opts
+  return sendRequest({ origin, dialect: 'openai-completions', body: buildBody('openai-completions', { model, text, maxTokens, stream: true, ignoreEos: true, ...(sampling ? { sampling } : {}) }), stream: true, ...spec })
 }
 
 export async function sendRequest(spec: RequestSpec): Promise<RequestRecord> {

@@ -6,8 +6,7 @@
  *   argv: NODE_URL MODEL MODEL_DIR PROMPT_TOKENS MAX_TOKENS DURATION_MS INTERVAL_MS VARIANT [PRIORITY]
  */
 import { textPromptOfLength } from '../lib/prompts.ts'
-import { benchAgent, sendRequest } from '../load/client.ts'
-import { buildBody } from '../load/dialects.ts'
+import { benchAgent, streamCompletion } from '../load/client.ts'
 
 const [url, model, modelDir, promptTokens, maxTokens, durationMs, intervalMs, variant, priority] = process.argv.slice(2)
 const agent = benchAgent()
@@ -15,14 +14,7 @@ const ttfts: number[] = []
 const started = performance.now()
 for (let i = 0; performance.now() - started < Number(durationMs); i++) {
   const text = textPromptOfLength(modelDir!, Number(promptTokens), Number(variant) + i).text
-  const r = await sendRequest({
-    origin: url!,
-    dialect: 'openai-completions',
-    body: buildBody('openai-completions', { model: model!, text, maxTokens: Number(maxTokens), stream: true, ignoreEos: true }),
-    stream: true,
-    headers: priority ? { 'x-zl-priority': priority } : {},
-    dispatcher: agent,
-  })
+  const r = await streamCompletion(url!, model!, text, Number(maxTokens), { headers: priority ? { 'x-zl-priority': priority } : {}, dispatcher: agent })
   if (r.ttftMs !== undefined) ttfts.push(r.ttftMs)
   await new Promise((res) => setTimeout(res, Number(intervalMs)))
 }

@@ -25,8 +25,7 @@ import { join, resolve } from 'node:path'
 import { readModelDir } from '../../gpu-node/src/model/model-dir.ts'
 import { ModelTokenizer } from '../../gpu-node/src/model/tokenizer.ts'
 import { generateModel } from '../../gpu-node/tools/generate-model/generate-model.ts'
-import { benchAgent, sendRequest } from '../load/client.ts'
-import { buildBody } from '../load/dialects.ts'
+import { benchAgent, streamCompletion } from '../load/client.ts'
 import { ensureTransformersJs, TRANSFORMERS_JS_VERSION } from '../lib/peer-transformers-js.ts'
 import { greedySplit, TIE } from '../lib/float-tie.ts'
 import { textPromptOfLength } from '../lib/prompts.ts'
@@ -102,7 +101,7 @@ export async function runPeer(ctx: BenchContext, raw: Record<string, unknown>, n
   const peer = await startPeer(root, modelDir)
   const agent = benchAgent()
   const ours = (text: string, maxTokens: number) =>
-    sendRequest({ origin: node.url, dialect: 'openai-completions', body: buildBody('openai-completions', { model: node.model, text, maxTokens, stream: true, ignoreEos: true }), stream: true, dispatcher: agent, captureText: true })
+    streamCompletion(node.url, node.model, text, maxTokens, { dispatcher: agent, captureText: true })
   const rounds = ctx.quick ? 4 : 10
   const b1 = { ours: { ttft: [] as number[], decode: [] as number[] }, peer: { ttft: [] as number[], decode: [] as number[] } }
   const c16 = { ours: { tps: [] as number[], p99: [] as number[] }, peer: { tps: [] as number[], first: [] as number[] } }

@@ -14,8 +14,7 @@
 import { readFileSync } from 'node:fs'
 import { DEFAULT_MODEL_DIR } from '../../gpu-node/src/config.ts'
 import type { Dispatcher } from 'undici'
-import { benchAgent, sendRequest, type RequestRecord } from '../load/client.ts'
-import { buildBody } from '../load/dialects.ts'
+import { benchAgent, streamCompletion, type RequestRecord } from '../load/client.ts'
 import { parseProm, promValue } from '../lib/prom.ts'
 import { textPromptOfLength } from '../lib/prompts.ts'
 import type { BenchContext } from '../lib/report-types.ts'
@@ -63,7 +62,7 @@ export async function runSpeculation(ctx: BenchContext, raw: Record<string, unkn
 }
 
 const complete = (node: GpuNode, text: string, maxTokens: number, agent: Dispatcher, sampling?: { temperature: number; seed: number }) =>
-  sendRequest({ origin: node.url, dialect: 'openai-completions', body: buildBody('openai-completions', { model: node.model, text, maxTokens, stream: true, ignoreEos: true, ...(sampling ? { sampling } : {}) }), stream: true, captureText: true, dispatcher: agent })
+  streamCompletion(node.url, node.model, text, maxTokens, { captureText: true, dispatcher: agent, ...(sampling ? { sampling } : {}) })
 
 async function specCounts(node: GpuNode) {
   const s = parseProm(await node.metricsText())

@@ -21,7 +21,7 @@ import { DEFAULT_MODEL_DIR } from '../../gpu-node/src/config.ts'
 import { CLASS_PRIORITY } from '../../shared/src/priority.ts'
 import { ensureGeneratedModel } from '../../gpu-node/tools/generate-model/ensure-model.ts'
 import type { Dispatcher } from 'undici'
-import { benchAgent, sendRequest, type RequestRecord } from '../load/client.ts'
+import { benchAgent, sendRequest, streamCompletion, type RequestRecord } from '../load/client.ts'
 import { buildBody } from '../load/dialects.ts'
 import { parseProm, promValue } from '../lib/prom.ts'
 import { chatPromptOfLength, textPromptOfLength } from '../lib/prompts.ts'
@@ -77,7 +77,7 @@ export async function runRealtime(ctx: BenchContext): Promise<SectionResult> {
 }
 
 const completion = (node: GpuNode, text: string, maxTokens: number, headers: Record<string, string>, agent: Dispatcher) =>
-  sendRequest({ origin: node.url, dialect: 'openai-completions', body: buildBody('openai-completions', { model: node.model, text, maxTokens, stream: true, ignoreEos: true }), stream: true, headers, dispatcher: agent })
+  streamCompletion(node.url, node.model, text, maxTokens, { headers, dispatcher: agent })
 
 async function idleTtft(node: GpuNode, promptTokens: number, maxTokens: number, n: number): Promise<number> {
   const agent = benchAgent()
