@@ -11,7 +11,7 @@ export interface SchedulerLimits extends EngineLimits {
   kvBytesPerToken: number
   /** Which rows may share a batch, from the model (default 'continuous'). */
   batching?: Batching
-  /** The runner verifies drafts (ModelInfo `speculation`); without it SPEC_DECODING has no effect. */
+  /** The runner verifies drafts (ModelInfo `speculation`: slot KV path, continuous batching); without it SPEC_DECODING has no effect. */
   verifiesDrafts?: boolean
 }
 
@@ -68,7 +68,7 @@ export class Scheduler {
     const capacity = Math.floor((limits.prefixCacheBytes ?? 0) / (blockTokens * limits.kvBytesPerToken))
     if (capacity > 0) this.prefix = new PrefixCache(blockTokens, capacity, prefixRoot)
     const spec = limits.speculation
-    if (spec && spec.mode !== 'off' && limits.verifiesDrafts && (limits.batching ?? 'continuous') === 'continuous') this.speculation = new Speculation(spec)
+    if (spec && spec.mode !== 'off' && limits.verifiesDrafts) this.speculation = new Speculation(spec)
   }
 
   /** Queues a new request; false when the queue is full. */

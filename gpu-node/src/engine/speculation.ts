@@ -1,3 +1,4 @@
+import type { RowDraft } from '../model/runner.ts'
 import { MAX_NGRAM, proposeDraft } from './prompt-lookup.ts'
 
 /**
@@ -12,12 +13,6 @@ export interface SpeculationSettings {
 
 /** SPEC_MAX_DRAFT's default: vLLM's n-gram examples verify 4–5 tokens per step. */
 export const DEFAULT_SPEC_MAX_DRAFT = 5
-
-/** One row's draft in a plan: the tokens the runner verifies after the row's next token. */
-export interface RowDraft {
-  seqId: number
-  tokens: number[]
-}
 
 /** What drafting reads of a running sequence (a Sequence is one). */
 export interface DraftRow {
@@ -289,7 +284,7 @@ export class Speculation {
     this.stats.acceptedTokens += accepted
   }
 
-  /** A sequence left the batch (finished, preempted, cancelled): its acceptance is forgotten. */
+  /** A sequence ended (finished or cancelled): its acceptance is forgotten. A preempted one keeps it. */
   forget(seqId: number): void {
     this.acceptance.delete(seqId)
   }

@@ -3,7 +3,7 @@ import * as ort from 'onnxruntime-node'
 import { SequenceSampler } from '../sampling/sampler.ts'
 import { BatchKvCache, ConcatPrefill, emptyLayers, modelFeeds, presentsOf, type BatchCache, type KvJoin, type PrefillCache } from './batch-kv-cache.ts'
 import type { SessionIo } from './session-io.ts'
-import { DEFAULT_PREFIX_BLOCK_TOKENS, type PrefillPart, type StepPlan, type StepResult } from './runner.ts'
+import { DEFAULT_PREFIX_BLOCK_TOKENS, type PrefillPart, type RowDraft, type StepPlan, type StepResult } from './runner.ts'
 import { KvBufferSet } from './kv-buffer-set.ts'
 import { SlotKvCache } from './slot-kv-cache.ts'
 import { floatsOf } from './tensor-dtype.ts'
@@ -126,7 +126,7 @@ export class ModelStep {
    * after its last: those tokens are what plain decoding would have produced. The KV kept is that
    * of the tokens fed up to there; the last token sampled is fed next.
    */
-  private async verify(cache: SlotKvCache, drafts: NonNullable<StepPlan['drafts']>): Promise<StepResult['decoded']> {
+  private async verify(cache: SlotKvCache, drafts: readonly RowDraft[]): Promise<StepResult['decoded']> {
     const byId = new Map(drafts.map((d) => [d.seqId, d.tokens]))
     const seqIds = cache.seqIds.slice()
     const fed = seqIds.map((id, r) => [cache.nextTokens[r]!, ...(byId.get(id) ?? [])])

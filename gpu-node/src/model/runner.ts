@@ -149,8 +149,14 @@ export interface StepPlan {
    * row's next token in the same run). The row samples each position in turn and keeps its
    * tokens while they equal the draft's; rows without one decode as usual in the same run.
    */
-  drafts?: Array<{ seqId: number; tokens: number[] }>
+  drafts?: RowDraft[]
   prefill: PrefillPart[]
+}
+
+/** One row's draft in a plan: the tokens the runner verifies after the row's next token. */
+export interface RowDraft {
+  seqId: number
+  tokens: number[]
 }
 
 export interface SampledTokens {

@@ -264,8 +264,8 @@ export class SlotKvCache implements BatchCache, PrefillCache {
    * An empty batch takes a lone joining sequence's one-row buffers as they are (a sequence's
    * prefill cache, done with them) instead of allocating and zero-filling a row step of rows to
    * copy one into: on an idle node, every request's first step paid for that. A second sequence
-   * joining later grows the rows, copying this one. Not
-   * past the room (the budget less the other caches): the copy then sizes the row to fit.
+   * joining later grows the rows, copying this one. Not past the room (the budget less the other
+   * caches): the copy then sizes the row to fit.
    */
   private adopt(joins: readonly KvJoin[]): boolean {
     const j = joins.length === 1 ? joins[0]! : undefined

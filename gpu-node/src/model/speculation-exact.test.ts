@@ -109,11 +109,11 @@ describe('speculative decoding across the engine’s other paths (tiny-llama)', 
 
   it('is exact when rows are preempted and recomputed, and when prompts and answers come from the prefix cache', async () => {
     const reqs = requests(dir())
-    const reference = await textsAlone(await openEditedEngine(dir(), { limits: { speculation: OFF } }), reqs)
+    const plain = await openEditedEngine(dir(), { limits: { speculation: OFF } })
+    const reference = await textsAlone(plain, reqs)
     let preempted = 0
-    const io = (await openEditedEngine(dir())).io
     // A budget of 80 tokens for 18 rows: rows are preempted and recomputed all along.
-    const budgeted = await openEditedEngine(dir(), { limits: { speculation: ON, kvBudgetBytes: 80 * kvBytesPerToken(io) }, observer: { onPreempted: () => preempted++ } })
+    const budgeted = await openEditedEngine(dir(), { limits: { speculation: ON, kvBudgetBytes: 80 * kvBytesPerToken(plain.io) }, observer: { onPreempted: () => preempted++ } })
     expect(await textsTogether(budgeted, reqs)).toEqual(reference)
     expect(preempted).toBeGreaterThan(0)
     expect(accepted(budgeted)).toBeGreaterThan(0)
@@ -124,9 +124,9 @@ describe('speculative decoding across the engine’s other paths (tiny-llama)', 
     expect(await textsTogether(cached, reqs.map((r) => ({ ...r, id: `${r.id}-again` })))).toEqual(reference)
     expect(cached.engine.stats().prefixCache!.hits).toBeGreaterThan(0)
     const followUps = reqs.map((r, i) => ({ ...r, id: `${r.id}-turn2`, promptTokens: [...r.promptTokens, ...new ModelTokenizer(dir()).encodeText(reference[i]!)], maxTokens: 8 }))
-    const plainFollowUps = await textsAlone(await openEditedEngine(dir(), { limits: { speculation: OFF } }), followUps)
+    const plainFollowUps = await textsAlone(plain, followUps)
     expect(await textsTogether(cached, followUps)).toEqual(plainFollowUps)
-    await Promise.all([budgeted.engine.close(), cached.engine.close()])
+    await Promise.all([plain.engine.close(), budgeted.engine.close(), cached.engine.close()])
   })
 
   it('is exact for a resumed stream: a continuation handed the first tokens ends as the undisturbed run', async () => {
