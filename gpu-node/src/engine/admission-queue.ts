@@ -30,6 +30,18 @@ export class AdmissionQueue<T extends Queued> {
     this.insert(item)
   }
 
+  /** How many waiting items have a priority better (lower) than `priority`. */
+  before(priority: number): number {
+    let lo = 0
+    let hi = this.items.length
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1
+      if (this.items[mid]!.priority < priority) lo = mid + 1
+      else hi = mid
+    }
+    return lo
+  }
+
   peek(): T | undefined {
     return this.items[0]
   }

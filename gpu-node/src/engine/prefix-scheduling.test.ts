@@ -66,7 +66,7 @@ describe('prefix reuse in the scheduler', () => {
   })
 
   it('lets prompts that continue cached prefixes share a tick, their rests within the chunk', async () => {
-    const sched = new Scheduler(limits({ prefillChunkTokens: 8 }))
+    const sched = new Scheduler(limits({ prefillChunkTokens: 2 }))
     const runner = new ScriptedRunner({}, undefined, B)
     const system = range(12)
     sched.add(seq([...system, 21], 2))
@@ -74,9 +74,11 @@ describe('prefix reuse in the scheduler', () => {
     const [b, c, d] = [seq([...system, 22, 23], 2), seq([...system, 24, 25, 26], 2), seq([...system, 27, 28, 29, 30], 2)]
     for (const s of [b, c, d]) sched.add(s)
     const plans = await drive(sched, runner)
-    // 12 system tokens cached (3 blocks): rests of 2, 3 and 4 tokens; 2 + 3 fit a chunk of 8, the 4 waits.
+    // 12 system tokens cached (3 blocks): rests of 2, 3 and 4 tokens. Three waiting, none
+    // decoding: a chunk of 3 × 2 tokens, which 2 + 3 fit; the 4 waits, then comes beside two
+    // decoding rows in chunks of 2.
     const ticks = plans.filter((p) => p.prefill.length > 0).map((p) => p.prefill.map((x) => [x.seqId, x.tokens.length, x.start?.prefix?.length]))
-    expect(ticks).toEqual([[[b.seqId, 2, 3], [c.seqId, 3, 3]], [[d.seqId, 4, 3]]])
+    expect(ticks).toEqual([[[b.seqId, 2, 3], [c.seqId, 3, 3]], [[d.seqId, 2, 3]], [[d.seqId, 2, undefined]]])
     expect([b, c, d].map((s) => finishOf(s))).toMatchObject([{ reason: 'length' }, { reason: 'length' }, { reason: 'length' }])
   })
 

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest'
 import { staticBatching } from '../../test/support/static-batching.ts'
-import { Scheduler, type SchedulerLimits } from './scheduler.ts'
+import { BURST_CHUNKS, chunkFor, Scheduler, type SchedulerLimits } from './scheduler.ts'
 import { letterDecoder, ScriptedRunner } from '../../test/support/scripted-runner.ts'
 import { Sequence } from './sequence.ts'
+import { CLASS_PRIORITY } from '../../../shared/src/priority.ts'
 import { GREEDY, type EngineEvent, type RequestEvent } from './types.ts'
 
 const BYTES_PER_TOKEN = 8
@@ -67,18 +68,52 @@ describe('Scheduler', () => {
   })
 
   it('packs several whole short prompts into one chunk while count × longest fits', async () => {
-    const sched = new Scheduler(limits({ prefillChunkTokens: 12 }))
+    const sched = new Scheduler(limits({ prefillChunkTokens: 3 }))
     const runner = new ScriptedRunner()
     const short = [seq(3, 2), seq(4, 2), seq(2, 2), seq(3, 2)]
     for (const x of short) sched.add(x.s)
     const first = sched.schedule(0)
-    // 3 prompts × longest 4 = 12 fits; a fourth would make 16.
+    // Four waiting, none decoding: a chunk of 4 × 3 = 12. 3 prompts × longest 4 = 12 fits; a fourth would make 16.
     expect(first.prefill.map((p) => p.seqId)).toEqual(short.slice(0, 3).map((x) => x.s.seqId))
     expect(first.prefill.every((p) => p.last && p.start)).toBe(true)
     deliver(sched.update(first, await runner.step(first)))
     expect(sched.running).toHaveLength(3)
     await drive(sched, runner)
     for (const x of short) expect(x.events.at(-1)).toMatchObject({ type: 'finish', reason: 'length' })
+  })
+
+  it('sizes the chunk by the prompts waiting per decoding row, from one chunk to BURST_CHUNKS', () => {
+    expect(chunkFor(128, 1, 0)).toBe(128)
+    expect(chunkFor(128, 15, 1)).toBe(128 * BURST_CHUNKS)
+    expect(chunkFor(128, 6, 2)).toBe(384)
+    expect(chunkFor(128, 16, 16)).toBe(128)
+    expect(chunkFor(128, 3, 16)).toBe(128)
+  })
+
+  it('prefills a burst beside one decoding row in one tick, and the same prompts beside a full batch a chunk at a time', async () => {
+    const burstTicks = async (decoding: number, priority = 0) => {
+      const sched = new Scheduler(limits({ maxBatch: 32, prefillChunkTokens: 8 }))
+      const runner = new ScriptedRunner()
+      for (let i = 0; i < decoding; i++) sched.add(seq(2, 100).s)
+      const warm = sched.schedule(0)
+      deliver(sched.update(warm, await runner.step(warm)))
+      expect(sched.running).toHaveLength(decoding)
+      const burst = Array.from({ length: 8 }, () => seq(4, 1, priority))
+      for (const x of burst) sched.add(x.s)
+      const ticks: number[] = []
+      while (burst.some((x) => x.s.state === 'waiting' || x.s.state === 'prefilling')) {
+        const plan = sched.schedule(0)
+        ticks.push(plan.prefill.length)
+        deliver(sched.update(plan, await runner.step(plan)))
+      }
+      return ticks
+    }
+    // 8 waiting per decoding row: a chunk of 8 × 8 tokens takes all eight 4-token prompts.
+    expect(await burstTicks(1)).toEqual([8])
+    // 8 rows decoding: a chunk of 8 tokens, two prompts a tick.
+    expect(await burstTicks(8)).toEqual([2, 2, 2, 2])
+    // Batch-class prompts never widen the chunk: their first tokens are not waited on.
+    expect(await burstTicks(1, CLASS_PRIORITY.batch)).toEqual([2, 2, 2, 2])
   })
 
   it('gives a prompt longer than the chunk the chunk to itself', async () => {

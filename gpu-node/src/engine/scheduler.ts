@@ -5,6 +5,7 @@ import type { EngineLimits, RequestEvent } from './types.ts'
 import { DEFAULT_PREFIX_BLOCK_TOKENS, type Batching, type BlockSave, type PrefillPart, type StepPlan, type StepResult } from '../model/runner.ts'
 import { PrefixCache } from './prefix-cache.ts'
 import { Speculation } from './speculation.ts'
+import { CLASS_PRIORITY } from '../../../shared/src/priority.ts'
 
 export interface SchedulerLimits extends EngineLimits {
   /** KV bytes per token per sequence, from the model. */
@@ -17,11 +18,29 @@ export interface SchedulerLimits extends EngineLimits {
 
 const NO_EVENTS: readonly RequestEvent[] = Object.freeze([])
 
+/** The most `prefillChunkTokens` one tick's chunk may span: a burst's step stays bounded in time and memory. */
+export const BURST_CHUNKS = 8
+
+/**
+ * A tick's prefill chunk, in tokens. Its length is what every decoding row waits for its next
+ * token, and what a request arriving meanwhile waits before it can be scheduled; what it buys is
+ * first tokens for the prompts it admits. So it is `chunk` while the rows decoding are as many as
+ * the interactive prompts waiting, and grows with the interactive prompts waiting per decoding
+ * row, up to BURST_CHUNKS chunks: a burst that arrives together is prefilled together, as a
+ * batched generate() does, while a trickle beside a full batch still comes in slices of `chunk`.
+ * Batch-class prompts never widen it: their first tokens are not waited on, and the step an
+ * interactive arrival meets in flight stays short.
+ */
+export function chunkFor(chunk: number, waiting: number, decoding: number): number {
+  return chunk * Math.min(BURST_CHUNKS, Math.max(1, Math.floor(waiting / Math.max(1, decoding))))
+}
+
 /**
  * Decides each tick who runs. Contract:
- * - a tick is one decode step over every running sequence plus at most one prefill chunk of
- *   `prefillChunkTokens`: a slice of one long prompt, or several whole short prompts whose
- *   left-padded batch (count × longest) fits the chunk;
+ * - a tick is one decode step over every running sequence plus at most one prefill chunk: a
+ *   slice of one long prompt, or several whole short prompts whose left-padded batch
+ *   (count × longest) fits the chunk. The chunk is `prefillChunkTokens` times the interactive
+ *   prompts waiting per running row, from 1 to BURST_CHUNKS (see chunkFor);
  * - the batch cache is left-padded, so a decode step touches rows × (longest row + 1) tokens of
  *   KV; that product, in bytes, never exceeds `kvBudgetBytes` unless a single sequence alone
  *   does (one sequence always runs, or nothing could finish);
@@ -53,6 +72,8 @@ export class Scheduler {
   /** The automatic prefix cache's index; undefined when off. */
   readonly prefix?: PrefixCache
   private saves: BlockSave[] = []
+  /** This tick's prefill chunk in tokens (chunkFor), set as each tick is planned. */
+  private chunkTokens: number
   /** Speculative decoding by prompt lookup, when on and the runner verifies drafts (speculation.ts). */
   readonly speculation?: Speculation
 
@@ -64,6 +85,7 @@ export class Scheduler {
     prefixRoot = '',
   ) {
     this.queue = new AdmissionQueue(limits.maxQueue)
+    this.chunkTokens = limits.prefillChunkTokens
     const blockTokens = limits.prefixBlockTokens ?? DEFAULT_PREFIX_BLOCK_TOKENS
     const capacity = Math.floor((limits.prefixCacheBytes ?? 0) / (blockTokens * limits.kvBytesPerToken))
     if (capacity > 0) this.prefix = new PrefixCache(blockTokens, capacity, prefixRoot)
@@ -141,6 +163,7 @@ export class Scheduler {
 
   schedule(nowMs: number): StepPlan {
     this.preemptToFitBudget()
+    this.chunkTokens = chunkFor(this.limits.prefillChunkTokens, this.queue.before(CLASS_PRIORITY.batch), this.running.length)
     this.admitPrefill(nowMs)
     const plan: StepPlan = { release: this.releases, decode: this.running.length > 0 && !this.prefillsAhead(), prefill: this.prefilling.filter((seq) => !seq.forked).map((seq) => this.prefillPart(seq)) }
     if (this.saves.length > 0) plan.save = this.saves
@@ -221,7 +244,7 @@ export class Scheduler {
   }
 
   private prefillPart(seq: Sequence): PrefillPart {
-    const tokens = seq.tokens.slice(seq.prefilled, seq.prefilled + this.limits.prefillChunkTokens)
+    const tokens = seq.tokens.slice(seq.prefilled, seq.prefilled + this.chunkTokens)
     const part: PrefillPart = { seqId: seq.seqId, tokens, last: seq.prefilled + tokens.length === seq.tokens.length }
     if (seq.prefilled === seq.reused) {
       part.start = startOf(seq)
@@ -291,7 +314,7 @@ export class Scheduler {
   /**
    * Fills the prefill chunk: a long prompt in progress keeps it to itself; otherwise waiting
    * sequences are taken in queue order while the batch still fits and the chunk's padded size
-   * (count × longest prompt) stays within `prefillChunkTokens` (the first one may be longer: it
+   * (count × longest prompt) stays within this tick's chunk (the first one may be longer: it
    * is then sliced over several ticks, alone).
    */
   private admitPrefill(nowMs: number): void {
@@ -318,8 +341,8 @@ export class Scheduler {
       const rest = len - hit * (this.prefix?.blockTokens ?? 0)
       const width = Math.max(longest, len)
       if (hit > 0) {
-        if (kind === 'padded' || (kind === 'continued' && continued + rest > this.limits.prefillChunkTokens)) return
-      } else if (kind === 'continued' || (kind === 'padded' && (this.prefilling.length + 1) * width > this.limits.prefillChunkTokens)) return
+        if (kind === 'padded' || (kind === 'continued' && continued + rest > this.chunkTokens)) return
+      } else if (kind === 'continued' || (kind === 'padded' && (this.prefilling.length + 1) * width > this.chunkTokens)) return
       while (!this.fits(next)) if (!this.preemptFor(next)) return
       this.queue.shift()
       next.state = 'prefilling'
@@ -333,7 +356,7 @@ export class Scheduler {
       longest = width
       kind = hit > 0 ? 'continued' : 'padded'
       continued += hit > 0 ? rest : 0
-      if ((hit > 0 ? rest : len) > this.limits.prefillChunkTokens) return
+      if ((hit > 0 ? rest : len) > this.chunkTokens) return
     }
   }
 

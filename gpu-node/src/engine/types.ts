@@ -22,7 +22,7 @@ export interface EngineLimits {
   maxQueue: number
   /** Max KV bytes one decode step may touch: rows × padded length × bytes per token. */
   kvBudgetBytes: number
-  /** Tokens per prefill chunk: one long prompt's slice, or several short prompts padded to one width. */
+  /** Tokens per prefill chunk (one long prompt's slice, or several short prompts padded to one width) while as many rows decode as prompts wait; the scheduler's chunkFor scales it for a burst. */
   prefillChunkTokens: number
   /** The automatic prefix cache's own KV budget, beside kvBudgetBytes; 0 or absent: off (prefix-cache.ts). */
   prefixCacheBytes?: number
