@@ -89,7 +89,7 @@ export function streamCompletion(
   model: string,
   text: string,
   maxTokens: number,
-  opts: Pick<RequestSpec, 'dispatcher' | 'headers' | 'captureText'> & Pick<BodyOptions, 'sampling'> = {},
+  opts: Pick<RequestSpec, 'dispatcher' | 'headers' | 'captureText' | 'signal'> & Pick<BodyOptions, 'sampling'> = {},
 ): Promise<RequestRecord> {
   const { sampling, ...spec } = opts
   return sendRequest({ origin, dialect: 'openai-completions', body: buildBody('openai-completions', { model, text, maxTokens, stream: true, ignoreEos: true, ...(sampling ? { sampling } : {}) }), stream: true, ...spec })

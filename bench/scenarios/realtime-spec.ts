@@ -7,7 +7,8 @@
  *   quantize.py, a name renamed in the lines it was shown); its decode rate (tokens after the
  *   first ÷ the time after the first) auto ÷ off.
  * - no copy, batch 32: 32 requests at once, sampled (temperature 1, a seed each) from prompts of
- *   plain words, so their answers copy nothing; the total tokens/s auto ÷ off.
+ *   plain words, so their answers copy nothing, beside a pilot row (startPilot); the total tokens/s
+ *   of the 32 auto ÷ off.
  * - exact: every text of both parts equal on the two nodes (greedy and seeded, batched): 1, else 0.
  * The auto node's spec_decode counters say how much it verified and accepted in each part.
  */
@@ -26,6 +27,8 @@ const EDIT_TOKENS = 128
 const ROWS = 32
 const NO_COPY_PROMPT = 64
 const NO_COPY_TOKENS = 48
+/** The pilot row's budget: more steps than a batch-32 run takes; it is stopped when the run ends. */
+const PILOT_TOKENS = 600
 
 export interface SpeculationFigures {
   spec_speedup_edit_batch1: number | null
@@ -104,6 +107,29 @@ async function runEdit(ctx: BenchContext, nodes: Node[], agent: Dispatcher) {
   return { ratio, exact, raw: { source: EDIT_SOURCE, completion_tokens: EDIT_TOKENS, rounds, decode_tok_s: { auto: round(median(rates.auto!), 2), off: round(median(rates.off!), 2) }, verify_steps, draft_tokens, accepted_tokens, texts_equal: exact, distinct_texts: distinct } }
 }
 
+/**
+ * A row that decodes throughout a batch-32 run, on both nodes alike. zl-code's 4-bit MatMulNBits
+ * sums a one-row step in another order than a step of several rows (ONNX Runtime's single-row
+ * kernel), and whether a row ever decoded alone (the first arrival before the rest joined, the
+ * last to finish) depends on arrival timing over HTTP. With the pilot every step has two rows or
+ * more, so the texts of the two nodes differ only if speculation changes them.
+ */
+async function startPilot(node: GpuNode, agent: Dispatcher): Promise<{ stop(): Promise<void> }> {
+  const ctrl = new AbortController()
+  // Sampled like the 32, so its answer copies nothing either and gives speculation nothing to verify.
+  const done = streamCompletion(node.url, node.model, textPromptOfLength(DEFAULT_MODEL_DIR, NO_COPY_PROMPT, 7).text, PILOT_TOKENS, { dispatcher: agent, signal: ctrl.signal, sampling: { temperature: 1, seed: 7 } })
+  const deadline = performance.now() + 30_000
+  while (promValue(parseProm(await node.metricsText()), 'zl_num_requests_running') < 1) {
+    if (performance.now() > deadline) throw new Error('speculation bench: the pilot row never started decoding')
+  }
+  return {
+    async stop() {
+      ctrl.abort()
+      await done
+    },
+  }
+}
+
 /** Tokens after the first over the time after the first token, per second. */
 function decodeRate(rec: RequestRecord): number {
   if (rec.ttftMs === undefined || rec.tokens < 2) throw new Error(`speculation bench: a request failed (${rec.status} ${rec.error ?? ''})`)
@@ -119,9 +145,11 @@ async function runNoCopy(ctx: BenchContext, nodes: Node[], agent: Dispatcher) {
   const { verify_steps, draft_tokens, accepted_tokens } = await counted(auto, async () => {
     for (let r = 0; r < rounds; r++) {
       for (const n of inTurn(nodes, r)) {
+        const pilot = await startPilot(n.node, agent)
         const started = performance.now()
         const recs = await Promise.all(prompts.map((p, i) => complete(n.node, p, NO_COPY_TOKENS, agent, { temperature: 1, seed: 1000 * r + i })))
         const ms = performance.now() - started
+        await pilot.stop()
         if (recs.some((x) => x.status !== 200 || x.tokens !== NO_COPY_TOKENS)) throw new Error('speculation bench: a batch-32 request failed')
         rates[n.name]!.push((recs.reduce((s, x) => s + x.tokens, 0) * 1000) / ms)
         texts[n.name]!.push(recs.map((x) => x.text ?? ''))
