@@ -17,6 +17,7 @@ import { DEFAULT_MODEL_DIR } from '../../gpu-node/src/config.ts'
 import type { Dispatcher } from 'undici'
 import { benchAgent, streamCompletion, type RequestRecord } from '../load/client.ts'
 import { parseProm, promValue } from '../lib/prom.ts'
+import { waitUntil } from '../lib/procs.ts'
 import { textPromptOfLength } from '../lib/prompts.ts'
 import type { BenchContext } from '../lib/report-types.ts'
 import { startGpuNode, type GpuNode } from '../lib/services.ts'
@@ -118,10 +119,7 @@ async function startPilot(node: GpuNode, agent: Dispatcher): Promise<{ stop(): P
   const ctrl = new AbortController()
   // Sampled like the 32, so its answer copies nothing either and gives speculation nothing to verify.
   const done = streamCompletion(node.url, node.model, textPromptOfLength(DEFAULT_MODEL_DIR, NO_COPY_PROMPT, 7).text, PILOT_TOKENS, { dispatcher: agent, signal: ctrl.signal, sampling: { temperature: 1, seed: 7 } })
-  const deadline = performance.now() + 30_000
-  while (promValue(parseProm(await node.metricsText()), 'zl_num_requests_running') < 1) {
-    if (performance.now() > deadline) throw new Error('speculation bench: the pilot row never started decoding')
-  }
+  await waitUntil('speculation bench: the pilot row decoding', async () => promValue(parseProm(await node.metricsText()), 'zl_num_requests_running') >= 1, 30_000, 10)
   return {
     async stop() {
       ctrl.abort()

@@ -32,14 +32,7 @@ export class AdmissionQueue<T extends Queued> {
 
   /** How many waiting items have a priority better (lower) than `priority`. */
   before(priority: number): number {
-    let lo = 0
-    let hi = this.items.length
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1
-      if (this.items[mid]!.priority < priority) lo = mid + 1
-      else hi = mid
-    }
-    return lo
+    return this.countWhile((m) => m.priority < priority)
   }
 
   peek(): T | undefined {
@@ -62,15 +55,20 @@ export class AdmissionQueue<T extends Queued> {
   }
 
   private insert(item: T): void {
-    // Binary search for the first element that should run after `item`.
+    // Before the first element that should run after `item`.
+    const at = this.countWhile((m) => m.priority < item.priority || (m.priority === item.priority && m.arrivalSeq < item.arrivalSeq))
+    this.items.splice(at, 0, item)
+  }
+
+  /** How many items, from the front, satisfy `runsFirst` (binary search: the queue's order makes it a prefix). */
+  private countWhile(runsFirst: (m: T) => boolean): number {
     let lo = 0
     let hi = this.items.length
     while (lo < hi) {
       const mid = (lo + hi) >> 1
-      const m = this.items[mid]
-      if (m.priority < item.priority || (m.priority === item.priority && m.arrivalSeq < item.arrivalSeq)) lo = mid + 1
+      if (runsFirst(this.items[mid]!)) lo = mid + 1
       else hi = mid
     }
-    this.items.splice(lo, 0, item)
+    return lo
   }
 }

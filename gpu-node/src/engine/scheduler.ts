@@ -72,8 +72,6 @@ export class Scheduler {
   /** The automatic prefix cache's index; undefined when off. */
   readonly prefix?: PrefixCache
   private saves: BlockSave[] = []
-  /** This tick's prefill chunk in tokens (chunkFor), set as each tick is planned. */
-  private chunkTokens: number
   /** Speculative decoding by prompt lookup, when on and the runner verifies drafts (speculation.ts). */
   readonly speculation?: Speculation
 
@@ -85,7 +83,6 @@ export class Scheduler {
     prefixRoot = '',
   ) {
     this.queue = new AdmissionQueue(limits.maxQueue)
-    this.chunkTokens = limits.prefillChunkTokens
     const blockTokens = limits.prefixBlockTokens ?? DEFAULT_PREFIX_BLOCK_TOKENS
     const capacity = Math.floor((limits.prefixCacheBytes ?? 0) / (blockTokens * limits.kvBytesPerToken))
     if (capacity > 0) this.prefix = new PrefixCache(blockTokens, capacity, prefixRoot)
@@ -163,9 +160,9 @@ export class Scheduler {
 
   schedule(nowMs: number): StepPlan {
     this.preemptToFitBudget()
-    this.chunkTokens = chunkFor(this.limits.prefillChunkTokens, this.queue.before(CLASS_PRIORITY.batch), this.running.length)
-    this.admitPrefill(nowMs)
-    const plan: StepPlan = { release: this.releases, decode: this.running.length > 0 && !this.prefillsAhead(), prefill: this.prefilling.filter((seq) => !seq.forked).map((seq) => this.prefillPart(seq)) }
+    const chunk = chunkFor(this.limits.prefillChunkTokens, this.queue.before(CLASS_PRIORITY.batch), this.running.length)
+    this.admitPrefill(nowMs, chunk)
+    const plan: StepPlan = { release: this.releases, decode: this.running.length > 0 && !this.prefillsAhead(), prefill: this.prefilling.filter((seq) => !seq.forked).map((seq) => this.prefillPart(seq, chunk)) }
     if (this.saves.length > 0) plan.save = this.saves
     if (plan.decode && this.speculation) {
       // A verify step attends over each row's drafts too: they stay within the KV budget.
@@ -243,8 +240,8 @@ export class Scheduler {
     })
   }
 
-  private prefillPart(seq: Sequence): PrefillPart {
-    const tokens = seq.tokens.slice(seq.prefilled, seq.prefilled + this.chunkTokens)
+  private prefillPart(seq: Sequence, chunk: number): PrefillPart {
+    const tokens = seq.tokens.slice(seq.prefilled, seq.prefilled + chunk)
     const part: PrefillPart = { seqId: seq.seqId, tokens, last: seq.prefilled + tokens.length === seq.tokens.length }
     if (seq.prefilled === seq.reused) {
       part.start = startOf(seq)
@@ -314,10 +311,10 @@ export class Scheduler {
   /**
    * Fills the prefill chunk: a long prompt in progress keeps it to itself; otherwise waiting
    * sequences are taken in queue order while the batch still fits and the chunk's padded size
-   * (count × longest prompt) stays within this tick's chunk (the first one may be longer: it
-   * is then sliced over several ticks, alone).
+   * (count × longest prompt) stays within this tick's `chunk` of tokens (the first one may be
+   * longer: it is then sliced over several ticks, alone).
    */
-  private admitPrefill(nowMs: number): void {
+  private admitPrefill(nowMs: number, chunk: number): void {
     if (this.prefilling.length > 0) return
     let longest = 0
     /** This tick's chunk: whole prompts left-padded into one run, or prompts continuing cached prefixes, each its own run. */
@@ -341,8 +338,8 @@ export class Scheduler {
       const rest = len - hit * (this.prefix?.blockTokens ?? 0)
       const width = Math.max(longest, len)
       if (hit > 0) {
-        if (kind === 'padded' || (kind === 'continued' && continued + rest > this.chunkTokens)) return
-      } else if (kind === 'continued' || (kind === 'padded' && (this.prefilling.length + 1) * width > this.chunkTokens)) return
+        if (kind === 'padded' || (kind === 'continued' && continued + rest > chunk)) return
+      } else if (kind === 'continued' || (kind === 'padded' && (this.prefilling.length + 1) * width > chunk)) return
       while (!this.fits(next)) if (!this.preemptFor(next)) return
       this.queue.shift()
       next.state = 'prefilling'
@@ -356,7 +353,7 @@ export class Scheduler {
       longest = width
       kind = hit > 0 ? 'continued' : 'padded'
       continued += hit > 0 ? rest : 0
-      if ((hit > 0 ? rest : len) > this.chunkTokens) return
+      if ((hit > 0 ? rest : len) > chunk) return
     }
   }
 
