@@ -33,11 +33,12 @@ export function readBlock(io: SessionIo, keys: readonly KvArray[], values: reado
   return { keys: keys.map((k, i) => copy(k, i, 'keys')), values: values.map((v, i) => copy(v, i, 'values')) }
 }
 
-/** Writes blocks of `blockTokens` tokens, in order, into one row from token 0 (`layout` of the destination). */
-export function writeBlocks(io: SessionIo, blocks: readonly KvBlock[], blockTokens: number, keys: readonly KvArray[], values: readonly KvArray[], layout: RowLayout): void {
+/** Writes blocks of `blockTokens` tokens, in order, into one row from token 0 (`layout` of the destination), skipping the first `skip`. */
+export function writeBlocks(io: SessionIo, blocks: readonly KvBlock[], blockTokens: number, keys: readonly KvArray[], values: readonly KvArray[], layout: RowLayout, skip = 0): void {
   const { numKvHeads: h, headDim: d } = io
   const n = blockTokens * d
   blocks.forEach((block, b) => {
+    if (b < skip) return
     for (let layer = 0; layer < io.numLayers; layer++) {
       for (const [src, dst] of [[block.keys[layer], keys[layer]], [block.values[layer], values[layer]]] as const) {
         for (let head = 0; head < h; head++) dst.set(src.subarray(head * n, (head + 1) * n), layout(head, b * blockTokens))

@@ -38,4 +38,36 @@ describe('KvBufferSet', () => {
     set.keep([new Float32Array(8)])
     expect(set.slotsFor(1, 1)).toBe(8)
   })
+
+  it('says what a kept set holds only to a taker of the whole set, in its order and layout, once', () => {
+    const block = { keys: [], values: [] }
+    const layout = { rowCapacity: 1, capacity: 10 }
+    const kept = () => {
+      const set = new KvBufferSet('float32')
+      const arrays = [new Float32Array(40), new Float32Array(40)]
+      set.keep(arrays, { ...layout, rows: [[block]] })
+      return { set, arrays }
+    }
+    const { set, arrays } = kept()
+    const whole = set.takeSet(2, 40, layout)
+    expect(whole.arrays).toEqual(arrays)
+    expect(whole.arrays[0]).toBe(arrays[0])
+    expect(whole.rows).toEqual([[block]])
+    // Taken once: kept again without a record, nothing is known.
+    set.keep(arrays)
+    expect(set.takeSet(2, 40, layout).rows).toBeUndefined()
+    // Another layout of the same elements (two rows of 5 slots), a part of the set, or a view: unknown.
+    expect(kept().set.takeSet(2, 40, { rowCapacity: 2, capacity: 5 }).rows).toBeUndefined()
+    expect(kept().set.takeSet(1, 40, layout).rows).toBeUndefined()
+    const partial = kept()
+    partial.set.take(40)
+    expect(partial.set.takeSet(1, 40, layout).rows).toBeUndefined()
+    const views = new KvBufferSet('float32')
+    views.keep([new Float32Array(80).subarray(0, 40)], { ...layout, rows: [[block]] })
+    expect(views.takeSet(1, 80, layout).rows).toBeUndefined()
+    // A request far smaller leaves the record for the next turn.
+    const between = kept()
+    expect(between.set.takeSet(2, 4, { rowCapacity: 1, capacity: 1 }).rows).toBeUndefined()
+    expect(between.set.takeSet(2, 40, layout).rows).toEqual([[block]])
+  })
 })

@@ -1,4 +1,17 @@
+import type { KvBlock } from './kv-block.ts'
 import { kvArray, type KvArray, type KvType } from './tensor-dtype.ts'
+
+/**
+ * Which prefix-cache blocks a cache's buffers hold, row by row: `rows[r][k]`, where set, is the
+ * block whose K/V sit in row r's tokens from k × its token count, in buffers of this layout
+ * ([rowCapacity, kvHeads, capacity, headDim]). A block is a new object at every save
+ * (kv-block.ts readBlock), so the same object means the same K/V.
+ */
+export interface BufferContents {
+  rowCapacity: number
+  capacity: number
+  rows: ReadonlyArray<ReadonlyArray<KvBlock | undefined>>
+}
 
 /**
  * KV buffers an emptied batch let go, kept for the next cache that needs buffers, so it writes
@@ -13,6 +26,8 @@ import { kvArray, type KvArray, type KvType } from './tensor-dtype.ts'
  */
 export class KvBufferSet {
   private free: KvArray[] = []
+  /** What the kept buffers hold, in the order they were kept; dropped when any of them is taken. */
+  private contents?: BufferContents & { arrays: readonly KvArray[] }
 
   constructor(private readonly type: KvType) {}
 
@@ -27,11 +42,28 @@ export class KvBufferSet {
       if (a.length >= length && a.length <= 2 * length && (best < 0 || a.length < this.free[best]!.length)) best = i
     })
     if (best < 0) {
-      if (this.free.every((a) => a.length < length)) this.free = []
+      if (this.free.every((a) => a.length < length)) {
+        this.free = []
+        this.contents = undefined
+      }
       return kvArray(this.type, length)
     }
     const [a] = this.free.splice(best, 1)
+    this.contents = undefined
     return a!.length === length ? a! : a!.subarray(0, length)
+  }
+
+  /**
+   * `count` buffers of `length` elements (take), and what they hold when they are the kept set
+   * whole, in the order it was kept, for the same layout: a conversation's next turn finds its
+   * last turn's K/V still in place (the emptied batch let go of them untouched) and need not
+   * write them again.
+   */
+  takeSet(count: number, length: number, layout: { rowCapacity: number; capacity: number }): { arrays: KvArray[]; rows?: BufferContents['rows'] } {
+    const c = this.contents
+    const arrays = Array.from({ length: count }, () => this.take(length))
+    const same = c && c.rowCapacity === layout.rowCapacity && c.capacity === layout.capacity && c.arrays.length === count && arrays.every((a, i) => a === c.arrays[i])
+    return same ? { arrays, rows: c.rows } : { arrays }
   }
 
   /**
@@ -50,9 +82,13 @@ export class KvBufferSet {
    * before, unless those are larger: a short request between a conversation's turns must not
    * leave the next turn only its small buffers.
    */
-  keep(arrays: readonly KvArray[]): void {
-    const next = arrays.map((a) => (a.byteOffset === 0 && a.byteLength === a.buffer.byteLength ? a : whole(a)))
-    if (bytesOf(next) >= bytesOf(this.free)) this.free = next
+  keep(arrays: readonly KvArray[], contents?: BufferContents): void {
+    const isWhole = (a: KvArray) => a.byteOffset === 0 && a.byteLength === a.buffer.byteLength
+    const next = arrays.map((a) => (isWhole(a) ? a : whole(a)))
+    if (bytesOf(next) < bytesOf(this.free)) return
+    this.free = next
+    // A view's layout is not its whole buffer's: what it held is not known there.
+    this.contents = contents && arrays.every(isWhole) ? { ...contents, arrays: [...next] } : undefined
   }
 }
 

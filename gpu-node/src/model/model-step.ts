@@ -45,6 +45,8 @@ export class ModelStep {
     opts: {
       /** Injectable so a test can prove that wrong positions would be caught. */
       batch?: BatchCache
+      /** Injectable so a test can prove that trusting changed kept buffers would be caught. */
+      buffers?: KvBufferSet
       /** The scheduler's KV budget: slot caches take spare rows and slots only inside it. */
       kvBudgetBytes?: number
       /** Tokens per prefix-cache block (the engine's PREFIX_BLOCK_TOKENS). */
@@ -62,7 +64,7 @@ export class ModelStep {
     this.vocabSize = opts.vocabSize ?? Infinity
     this.kvBudgetBytes = opts.kvBudgetBytes ?? Infinity
     this.prefixBlockTokens = opts.prefixBlockTokens ?? DEFAULT_PREFIX_BLOCK_TOKENS
-    this.buffers = new KvBufferSet(io.kvType)
+    this.buffers = opts.buffers ?? new KvBufferSet(io.kvType)
     this.batch = this.bounded(opts.batch ?? (io.kvCache === 'slots' ? new SlotKvCache(io) : new BatchKvCache(io)))
   }
 

@@ -12,7 +12,9 @@ import { readModelDir, type ModelDir } from './model-dir.ts'
 import { ModelStep } from './model-step.ts'
 import { toModelInfo, type ModelInfo, type ModelRunner, type StepPlan } from './runner.ts'
 import { openModelSession } from './open-session.ts'
-import { readSessionIo } from './session-io.ts'
+import { readSessionIo, type SessionIo } from './session-io.ts'
+import { KvBufferSet, type BufferContents } from './kv-buffer-set.ts'
+import type { KvArray } from './tensor-dtype.ts'
 import { ModelTokenizer } from './tokenizer.ts'
 import { InProcessRunner } from '../../test/support/in-process-runner.ts'
 
@@ -30,7 +32,7 @@ const CHUNK = 16
 
 type Rewrite = (plan: StepPlan) => StepPlan
 
-async function engineFor(dir: ModelDir, prefixCacheBlocks: number, rewrite?: Rewrite, budget?: { tokens: number; onPreempted: () => void }): Promise<Engine> {
+async function engineFor(dir: ModelDir, prefixCacheBlocks: number, rewrite?: Rewrite, budget?: { tokens: number; onPreempted: () => void }, buffers?: (io: SessionIo) => KvBufferSet): Promise<Engine> {
   // As a node opens it: an Optimum graph (zl-code) gets the slot KV edit; the copies generated on
   // the concat path here stay on it.
   const { session } = await openModelSession(dir.onnxPath, ONE_THREAD, { config: dir.config, slotKvEdit: !dir.onnxPath.startsWith(root) })
@@ -38,7 +40,7 @@ async function engineFor(dir: ModelDir, prefixCacheBlocks: number, rewrite?: Rew
   const info = toModelInfo(dir, { ...io, couplingOps: batchCouplingOps(dir.onnxPath) })
   const kvBudgetBytes = budget ? budget.tokens * info.kvBytesPerToken : 1 << 30
   const limits: EngineLimits = { maxBatch: 16, maxQueue: 64, kvBudgetBytes, prefillChunkTokens: CHUNK, prefixCacheBytes: prefixCacheBlocks * BLOCK * info.kvBytesPerToken, prefixBlockTokens: BLOCK }
-  const model = new ModelStep(session, io, info.eosTokenIds, { kvBudgetBytes: limits.kvBudgetBytes, prefixBlockTokens: BLOCK })
+  const model = new ModelStep(session, io, info.eosTokenIds, { kvBudgetBytes: limits.kvBudgetBytes, prefixBlockTokens: BLOCK, ...(buffers ? { buffers: buffers(io) } : {}) })
   return new Engine({ runner: new InProcessRunner(info, model, rewrite), decoder: new ModelTokenizer(dir), limits, modelKey: dir.modelId, ...(budget ? { observer: { onPreempted: budget.onPreempted } } : {}) })
 }
 
@@ -167,6 +169,20 @@ describe('the exactness test can fail (controls, tiny slots)', () => {
   it('catches blocks saved one token off (a wrong position)', async () => {
     const offByOne: Rewrite = (plan) => (plan.save ? { ...plan, save: plan.save.map((s) => ({ ...s, from: Math.max(0, s.from - 1) })) } : plan)
     expect(texts(await twoTurns(await engineFor(dir, 4096, offByOne), dir, false))).not.toEqual(reference)
+  })
+
+  it('catches a restore that trusts kept buffers whose K/V changed (a stale row)', async () => {
+    // Every buffer an emptied batch lets go is zeroed after it is kept, its record untouched: a
+    // next turn that finds its blocks "in place" then attends over zeros. Sequential turns take
+    // the last request's buffers, so this must change texts; a restore that wrote every block
+    // would not notice.
+    class Zeroing extends KvBufferSet {
+      override keep(arrays: readonly KvArray[], contents?: BufferContents): void {
+        super.keep(arrays, contents)
+        for (const a of arrays) a.fill(0)
+      }
+    }
+    expect(texts(await twoTurns(await engineFor(dir, 4096, undefined, undefined, (io) => new Zeroing(io.kvType)), dir, false))).not.toEqual(reference)
   })
 
   it('catches a prefill handed another block’s KV (a stale block)', async () => {

@@ -3,7 +3,7 @@ import { modelFeeds, presentsOf, type BatchCache, type KvJoin, type LayerKv, typ
 import { kvBytesPerToken } from './runner.ts'
 import type { SessionIo } from './session-io.ts'
 import { readBlock, writeBlocks, type KvBlock } from './kv-block.ts'
-import type { KvBufferSet } from './kv-buffer-set.ts'
+import type { BufferContents, KvBufferSet } from './kv-buffer-set.ts'
 import { kvArray, type KvArray } from './tensor-dtype.ts'
 
 /**
@@ -43,6 +43,12 @@ export class SlotKvCache implements BatchCache, PrefillCache {
   private rowCapacity = 0
   private keys: KvArray[] = []
   private values: KvArray[] = []
+  /**
+   * Per row, the prefix-cache blocks known to sit in its tokens (BufferContents): restored into
+   * it, or saved from it. Rows only ever write past their tokens, so what is known stays true
+   * while the row lives; rows that move or leave take theirs along (relayout).
+   */
+  private known: Array<ReadonlyArray<KvBlock | undefined>> = []
   /**
    * The bytes these buffers may hold (ModelStep: the KV budget less the other caches). Spare rows
    * and slots are taken only inside it; see `sized`.
@@ -131,7 +137,13 @@ export class SlotKvCache implements BatchCache, PrefillCache {
   readBlock(seqId: number, from: number, count: number, into?: KvBlock): KvBlock {
     const r = this.seqIds.indexOf(seqId)
     if (r < 0) throw new Error(`no batch row for sequence ${seqId}`)
-    return readBlock(this.io, this.keys, this.values, this.rowLayout(r), from, count, into)
+    const block = readBlock(this.io, this.keys, this.values, this.rowLayout(r), from, count, into)
+    if (from % count === 0) {
+      const row = [...(this.known[r] ?? [])]
+      row[from / count] = block
+      this.known[r] = row
+    }
+    return block
   }
 
   /**
@@ -154,9 +166,14 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     this.nextTokens = seqIds.map(() => 0)
     this.reserve(seqIds.length, slots, 0)
     blocks.forEach((b, r) => {
-      writeBlocks(this.io, b, blockTokens, this.keys, this.values, this.rowLayout(r))
+      // Blocks already in place (the buffers were this row's last turn's) are not written again.
+      const have = this.known[r] ?? []
+      let same = 0
+      while (same < b.length && have[same] === b[same]) same++
+      writeBlocks(this.io, b, blockTokens, this.keys, this.values, this.rowLayout(r), same)
       this.lens[r] = b.length * blockTokens
     })
+    this.known = blocks.map((b) => [...b])
   }
 
   /**
@@ -198,7 +215,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
 
   /** Row `r` of this cache as a sequence joining the batch. */
   joinRow(r: number, nextToken: number): KvJoin {
-    return { seqId: this.seqIds[r]!, nextToken, len: this.lens[r]!, layers: this.layers(), row: r, start: 0 }
+    return { seqId: this.seqIds[r]!, nextToken, len: this.lens[r]!, layers: this.layers(), row: r, start: 0, blocks: this.known[r] ?? [] }
   }
 
   /** One row of this cache, empty so far: its first tokens from cached blocks. */
@@ -214,7 +231,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
 
   /** This one-row cache as a sequence joining the batch (its tokens start at slot 0). */
   join(seqId: number, nextToken: number): KvJoin {
-    return { seqId, nextToken, len: this.len, layers: this.layers(), row: 0, start: 0 }
+    return { seqId, nextToken, len: this.len, layers: this.layers(), row: 0, start: 0, blocks: this.known[0] ?? [] }
   }
 
   /**
@@ -232,7 +249,9 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     this.seqIds = [...keep.map((r) => this.seqIds[r]), ...joins.map((j) => j.seqId)]
     this.nextTokens = [...keep.map((r) => this.nextTokens[r]), ...joins.map((j) => j.nextToken)]
     this.lens = [...keep.map((r) => this.lens[r]), ...joins.map((j) => j.len)]
+    // Nothing moved when every row left: the buffers hold what the rows knew, where they were.
     if (this.rows === 0) return this.free()
+    this.known = [...keep.map((r) => this.known[r] ?? []), ...joins.map((j) => j.blocks ?? [])]
     const longest = maxOf(this.lens) + 1
     // The buffers may hold more than the room now left (spare taken before a prefill cache grew,
     // or the rows whose need alone broke the budget have left): refit then, joins or not.
@@ -280,6 +299,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     this.values = j.layers.map((l) => l.value.data as KvArray)
     this.rowCapacity = 1
     this.capacity = width!
+    this.known = [j.blocks ?? []]
     this.seqIds = [j.seqId]
     this.nextTokens = [j.nextToken]
     this.lens = [j.len]
@@ -297,7 +317,10 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     }))
   }
 
-  /** Makes `rows` rows of `slots` slots fit (a no-op when they do); the first `valid` rows hold data. */
+  /**
+   * Makes `rows` rows of `slots` slots fit (a no-op when they do); the first `valid` rows hold
+   * data. A row with no tokens yet knows what the new buffers held in its place.
+   */
   private reserve(rows: number, slots: number, valid = this.rows): void {
     if (rows <= this.rowCapacity && slots <= this.capacity) return
     // Rows grow to the next multiple of ROW_STEP (joins come a few at a time); slots grow by grownCapacity.
@@ -310,7 +333,8 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     // miss them.
     if (kept > 0 && kept < slots) grown = grownCapacity(grown, this.slotStep)
     const wantSlots = kept >= slots && kept <= 2 * grown ? kept : grown
-    this.resize(...this.sized(rows, slots, wantRows, wantSlots), valid)
+    const held = this.resize(...this.sized(rows, slots, wantRows, wantSlots), valid)
+    this.known = this.seqIds.map((_, r) => ((this.lens[r] ?? 0) > 0 ? (this.known[r] ?? []) : (held[r] ?? [])))
   }
 
   /**
@@ -329,12 +353,16 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     return [Math.max(rows, Math.min(wantRows, Math.floor(maxSlots / capacity))), capacity]
   }
 
-  /** New buffers of the given size, with the tokens of the first `valid` rows copied over. */
-  private resize(rowCapacity: number, capacity: number, valid: number): void {
+  /**
+   * New buffers of the given size, with the tokens of the first `valid` rows copied over; returns
+   * the blocks the new buffers' rows already held (kept buffers taken whole: KvBufferSet.takeSet),
+   * which matters where no row is copied in.
+   */
+  private resize(rowCapacity: number, capacity: number, valid: number): BufferContents['rows'] {
     const { numLayers, numKvHeads: h, headDim: d } = this.io
-    const copy = (old: KvArray | undefined): KvArray => {
-      const n = rowCapacity * h * capacity * d
-      const next = this.buffers ? this.buffers.take(n) : kvArray(this.io.kvType, n)
+    const n = rowCapacity * h * capacity * d
+    const taken = this.buffers ? this.buffers.takeSet(2 * numLayers, n, { rowCapacity, capacity }) : { arrays: Array.from({ length: 2 * numLayers }, () => kvArray(this.io.kvType, n)) }
+    const copy = (old: KvArray | undefined, next: KvArray): KvArray => {
       if (old) {
         for (let r = 0; r < valid; r++) {
           for (let head = 0; head < h; head++) {
@@ -345,10 +373,11 @@ export class SlotKvCache implements BatchCache, PrefillCache {
       }
       return next
     }
-    this.keys = Array.from({ length: numLayers }, (_, i) => copy(this.keys[i]))
-    this.values = Array.from({ length: numLayers }, (_, i) => copy(this.values[i]))
+    this.keys = Array.from({ length: numLayers }, (_, i) => copy(this.keys[i], taken.arrays[i]!))
+    this.values = Array.from({ length: numLayers }, (_, i) => copy(this.values[i], taken.arrays[numLayers + i]!))
     this.rowCapacity = rowCapacity
     this.capacity = capacity
+    return taken.rows ?? []
   }
 
   /** Row `from`'s tokens to row `to` (< from), head by head, inside the same buffer. */
@@ -368,7 +397,8 @@ export class SlotKvCache implements BatchCache, PrefillCache {
 
   /** An empty batch holds no memory of its own (its buffers go to `buffers`, for the next cache). */
   private free(): void {
-    this.buffers?.keep([...this.keys, ...this.values])
+    this.buffers?.keep([...this.keys, ...this.values], { rowCapacity: this.rowCapacity, capacity: this.capacity, rows: this.known })
+    this.known = []
     this.keys = []
     this.values = []
     this.rowCapacity = 0
