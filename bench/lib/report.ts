@@ -68,7 +68,7 @@ export const TARGETS: Target[] = [
   { key: 'realtime.superseded_tokens_after_successor', label: 'typing (16 typists, a request every 150 ms, x-zl-supersede): model steps a superseded request still ran after its successor arrived, mean (one token per step; zl-code)', kind: 'max', target: 2 },
   { key: 'realtime.typing_p99_ttft_over_idle', label: 'typing: p99 TTFT of the requests that got a first token ÷ idle TTFT (zl-code)', kind: 'max', target: 3 },
   { key: 'realtime.interactive_p99_ttft_under_2x_overload_over_idle', label: 'interactive requests while batch traffic keeps twice the batch cap busy: p99 TTFT ÷ idle (zl-code)', kind: 'max', target: 3 },
-  { key: 'realtime.warm_turn_ttft_over_suffix_prefill', label: 'a warm chat turn\'s TTFT ÷ a fresh request of just its uncached tokens (~900-token system prompt, 6 turns, small, median)', kind: 'max', target: 2 },
+  { key: 'realtime.warm_turn_ttft_over_suffix_prefill', label: 'a warm chat turn\'s TTFT ÷ a fresh request of just its uncached tokens (~900-token system prompt, 6 turns, conversations one at a time, small, median)', kind: 'max', target: 2 },
   { key: 'realtime.spec_speedup_edit_batch1', label: 'speculative decoding: decode tokens/s of one greedy request rewriting a code file it was given, auto ÷ off (zl-code)', kind: 'min', target: 2 },
   { key: 'realtime.spec_over_off_batch32_no_copy', label: 'speculative decoding: tokens/s of 32 sampled requests whose answers copy nothing, auto ÷ off (zl-code)', kind: 'min', target: 0.98 },
   { key: 'realtime.spec_exact', label: 'speculative decoding: every text of both runs equal with auto and off (greedy and seeded, batched; 1 = all)', kind: 'min', target: 1 },

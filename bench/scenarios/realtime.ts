@@ -11,9 +11,10 @@
  *   clients, x-zl-priority 1000: direct, the node takes the edge's number) while one interactive
  *   client, in a process of its own, asks every 300 ms; its p99 TTFT ÷
  *   idle. The same interactive requests sent as batch ones, beside, show what priority changes.
- * - warm turns (small preset, as the issue measured): one conversation of 6 turns over a
- *   ~900-token system prompt, prefix cache on; each warm turn's TTFT ÷ the TTFT of a fresh request
- *   made of just its uncached tokens (usage's cached_tokens tells how many), sequential.
+ * - warm turns (small preset, as the issue measured): conversations of 6 turns over a ~900-token
+ *   system prompt, one at a time (4, quick 2), prefix cache on; each warm turn's TTFT ÷ the TTFT
+ *   of a fresh request made of just its uncached tokens (usage's cached_tokens tells how many),
+ *   sequential; the median over every warm turn.
  * - speculation (the trained default model; realtime-spec.ts): speculative decoding auto ÷ off.
  */
 import { spawn } from 'node:child_process'
@@ -39,6 +40,9 @@ const PROBE_PROMPT = 48
 const PROBE_TOKENS = 8
 const BATCH_CAP = 16
 const WARM_MODEL = 'models/small'
+type ChatMessage = { role: 'system' | 'user' | 'assistant'; content: string }
+/** Conversations of the warm-turn part, one at a time: each gives 5 warm turns (a fresh request each beside). */
+const WARM_CONVERSATIONS = (quick: boolean) => (quick ? 2 : 4)
 /** The wire header as the edge would send it for a batch key (the node takes numbers only). */
 const BATCH = { 'x-zl-priority': String(CLASS_PRIORITY.batch) }
 
@@ -166,22 +170,25 @@ async function runWarmTurns(ctx: BenchContext, raw: Record<string, unknown>): Pr
   await ensureGeneratedModel(WARM_MODEL, (l) => ctx.log(l))
   const node = await startGpuNode({ modelDir: WARM_MODEL })
   const agent = benchAgent()
+  const chat = (msgs: ChatMessage[]) =>
+    sendRequest({ origin: node.url, dialect: 'openai-chat', body: buildBody('openai-chat', { model: node.model, text: '', messages: msgs, maxTokens: 24, stream: true, ignoreEos: true }), stream: true, dispatcher: agent, captureText: true })
   try {
-    const system = chatPromptOfLength(WARM_MODEL, 900, 41).text
-    const messages: Array<{ role: 'system' | 'user' | 'assistant'; content: string }> = [{ role: 'system', content: system }]
-    const chat = (msgs: typeof messages) =>
-      sendRequest({ origin: node.url, dialect: 'openai-chat', body: buildBody('openai-chat', { model: node.model, text: '', messages: msgs, maxTokens: 24, stream: true, ignoreEos: true }), stream: true, dispatcher: agent, captureText: true })
     const ratios: number[] = []
     const turns: unknown[] = []
-    for (let turn = 1; turn <= 6; turn++) {
-      messages.push({ role: 'user', content: chatPromptOfLength(WARM_MODEL, 40, 900 + turn).text })
-      const r = await chat(messages)
-      messages.push({ role: 'assistant', content: r.text ?? '' })
-      if (turn === 1) continue
-      const uncached = (r.promptTokens ?? 0) - (r.cachedTokens ?? 0)
-      const fresh = await chat([{ role: 'user', content: chatPromptOfLength(WARM_MODEL, Math.max(1, uncached), 2000 + turn).text }])
-      ratios.push(r.ttftMs! / fresh.ttftMs!)
-      turns.push({ turn, prompt_tokens: r.promptTokens, cached_tokens: r.cachedTokens, warm_ttft_ms: round(r.ttftMs!, 2), fresh_suffix_ttft_ms: round(fresh.ttftMs!, 2) })
+    // Conversations one after another, each over its own system prompt; every prompt (turns and
+    // fresh ones) its own words, so a fresh request shares no block with anything before it.
+    for (let c = 0; c < WARM_CONVERSATIONS(ctx.quick); c++) {
+      const messages: ChatMessage[] = [{ role: 'system', content: chatPromptOfLength(WARM_MODEL, 900, 41 + c).text }]
+      for (let turn = 1; turn <= 6; turn++) {
+        messages.push({ role: 'user', content: chatPromptOfLength(WARM_MODEL, 40, 900 + 10 * c + turn).text })
+        const r = await chat(messages)
+        messages.push({ role: 'assistant', content: r.text ?? '' })
+        if (turn === 1) continue
+        const uncached = (r.promptTokens ?? 0) - (r.cachedTokens ?? 0)
+        const fresh = await chat([{ role: 'user', content: chatPromptOfLength(WARM_MODEL, Math.max(1, uncached), 2000 + 10 * c + turn).text }])
+        ratios.push(r.ttftMs! / fresh.ttftMs!)
+        turns.push({ conversation: c, turn, prompt_tokens: r.promptTokens, cached_tokens: r.cachedTokens, warm_ttft_ms: round(r.ttftMs!, 2), fresh_suffix_ttft_ms: round(fresh.ttftMs!, 2), fresh_cached_tokens: fresh.cachedTokens ?? 0 })
+      }
     }
     raw.warm_turns = turns
     ctx.log(`warm turns: TTFT ÷ a fresh prompt of the uncached tokens: ${ratios.map((x) => round(x, 2)).join(', ')}`)
