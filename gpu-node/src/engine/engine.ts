@@ -53,7 +53,7 @@ export class Engine implements EngineHandle {
     this.metrics = new StepMetrics(this.now, opts.observer)
     const { kvBytesPerToken, batching, speculation } = opts.runner.info
     this.scheduler = new Scheduler(
-      { ...opts.limits, kvBytesPerToken, batching, verifiesDrafts: speculation === true },
+      { ...opts.limits, kvBytesPerToken, batching, raggedDecode: speculation === true },
       {
         onScheduled: (seq) => opts.observer?.onScheduled?.(seq.req.id, this.now() - seq.arrivalMs),
         onPreempted: (seq) => opts.observer?.onPreempted?.(seq.req.id),

@@ -77,9 +77,14 @@ export class PrefixCache {
     for (const block of blocks) {
       if (block.refs++ === 0) this.idle.delete(block.hash)
     }
-    this.stats.queries += promptLen
-    this.stats.hits += blocks.length * this.blockTokens
+    this.countLookup(promptLen, blocks.length * this.blockTokens)
     return blocks
+  }
+
+  /** Counts a prompt's lookup and the tokens it found (here, or in a donor row: scheduler.ts donorFor). */
+  countLookup(promptLen: number, hitTokens: number): void {
+    this.stats.queries += promptLen
+    this.stats.hits += hitTokens
   }
 
   /** Gives blocks back, last first: unheld ones become the most recently used, a chain's end before its start. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { Scheduler, type SchedulerLimits } from './scheduler.ts'
+import { Scheduler, TAKEOVER_TOKENS, type SchedulerLimits } from './scheduler.ts'
 import { letterDecoder, ScriptedRunner } from '../../test/support/scripted-runner.ts'
 import { Sequence } from './sequence.ts'
 import { GREEDY, type EngineEvent, type RequestEvent } from './types.ts'
@@ -23,14 +23,15 @@ function deliver(events: readonly RequestEvent[]): void {
   for (const { id, event } of events) inbox.get(id)?.push(event)
 }
 
-function seq(prompt: number[], maxTokens: number, priority = 0): Sequence {
+function seq(prompt: number[], maxTokens: number, priority = 0, cacheSalt?: string): Sequence {
   const id = nextId++
-  const req = { id: `p${id}`, promptTokens: prompt, maxTokens, stop: [], sampling: GREEDY, priority }
+  const req = { id: `p${id}`, promptTokens: prompt, maxTokens, stop: [], sampling: GREEDY, priority, ...(cacheSalt ? { cacheSalt } : {}) }
   inbox.set(req.id, [])
   return new Sequence(id, id, req, letterDecoder, [0], 0)
 }
 
 const finishOf = (s: Sequence) => inbox.get(s.req.id)!.find((e) => e.type === 'finish')
+const textOf = (s: Sequence) => inbox.get(s.req.id)!.flatMap((e) => (e.type === 'text' ? [e.text] : [])).join('')
 const range = (n: number, from = 1) => Array.from({ length: n }, (_, i) => from + (i % 20))
 
 async function drive(sched: Scheduler, runner: ScriptedRunner, maxTicks = 1000): Promise<StepPlan[]> {
@@ -75,8 +76,9 @@ describe('prefix reuse in the scheduler', () => {
     for (const s of [b, c, d]) sched.add(s)
     const plans = await drive(sched, runner)
     // 12 system tokens cached (3 blocks): rests of 2, 3 and 4 tokens. Three waiting, none
-    // decoding: a chunk of 3 × 2 tokens, which 2 + 3 fit; the 4 waits, then comes beside two
-    // decoding rows in chunks of 2.
+    // decoding: a chunk of 3 × 2 tokens, which two rows padded to 3 fill (they run as one ragged
+    // batch); three padded to 4 would not. The 4 waits, then comes beside two decoding rows in
+    // chunks of 2.
     const ticks = plans.filter((p) => p.prefill.length > 0).map((p) => p.prefill.map((x) => [x.seqId, x.tokens.length, x.start?.prefix?.length]))
     expect(ticks).toEqual([[[b.seqId, 2, 3], [c.seqId, 3, 3]], [[d.seqId, 2, 3]], [[d.seqId, 2, undefined]]])
     expect([b, c, d].map((s) => finishOf(s))).toMatchObject([{ reason: 'length' }, { reason: 'length' }, { reason: 'length' }])
@@ -161,5 +163,77 @@ describe('prefix reuse in the scheduler', () => {
     const plans = await drive(sched, runner)
     expect(sched.prefix).toBeUndefined()
     expect(plans.some((p) => p.save || p.prefill.some((x) => x.start?.prefix))).toBe(false)
+  })
+})
+
+describe('a prompt continuing a batch row in the scheduler', () => {
+  const system = range(10)
+  /** a runs and has decoded a token; then `next` arrives, a first cancelled when `supersede`. The plan of the tick after. */
+  async function keystroke(next: number[], opts: { supersede: boolean; ragged?: boolean; salt?: string }) {
+    const sched = new Scheduler(limits({ raggedDecode: opts.ragged ?? true }))
+    const runner = new ScriptedRunner({}, undefined, B)
+    const a = seq([...system, 21], 20)
+    sched.add(a)
+    for (let i = 0; i < 2; i++) {
+      const plan = sched.schedule(0)
+      deliver(sched.update(plan, await runner.step(plan)))
+    }
+    const b = seq(next, 3, 0, opts.salt)
+    sched.add(b)
+    if (opts.supersede) sched.cancel(a, 'abort')
+    const plan = structuredClone(sched.schedule(0))
+    deliver(sched.update(plan, await runner.step(plan)))
+    await drive(sched, runner)
+    return { a, b, plan, sched }
+  }
+
+  /** `prompt`'s text on a scheduler without the prefix cache. */
+  async function alone(prompt: number[]): Promise<string> {
+    const sched = new Scheduler(limits({ prefixCacheBytes: 0 }))
+    const s = seq(prompt, 3)
+    sched.add(s)
+    await drive(sched, new ScriptedRunner({}, undefined, B))
+    return textOf(s)
+  }
+
+  it('takes over the row its predecessor leaves in the same tick: cut to their shared tokens, the rest fed by the decode step', async () => {
+    const next = [...system, 21, 22]
+    const { a, b, plan, sched } = await keystroke(next, { supersede: true })
+    // 11 shared tokens (a's prompt), past the 2 whole blocks the cache has; 1 left to feed.
+    expect(plan.takeover).toEqual([expect.objectContaining({ from: a.seqId, seqId: b.seqId, keep: 11, tokens: [22] })])
+    expect(plan.release).not.toContain(a.seqId)
+    expect(plan.decode).toBe(true)
+    expect(plan.prefill).toEqual([])
+    expect(finishOf(b)).toMatchObject({ reason: 'length', usage: { promptTokens: 12, cachedTokens: 11 } })
+    expect(textOf(b)).toBe(await alone(next))
+    expect(sched.prefix!.stats).toMatchObject({ hits: 11 })
+  })
+
+  it('copies a running row, or one whose rest is too long to ride on a decode step, into a prefill', async () => {
+    const running = await keystroke([...system, 21, 22], { supersede: false })
+    expect(running.plan.takeover).toBeUndefined()
+    expect(running.plan.prefill).toEqual([expect.objectContaining({ seqId: running.b.seqId, tokens: [22], start: expect.objectContaining({ donor: { seqId: running.a.seqId, tokens: 11 } }) })])
+    expect(textOf(running.b)).toBe(await alone([...system, 21, 22]))
+    const long = [...system, 21, ...range(TAKEOVER_TOKENS + 1, 30)]
+    const longRest = await keystroke(long, { supersede: true })
+    expect(longRest.plan.takeover).toBeUndefined()
+    expect(longRest.plan.release).toContain(longRest.a.seqId)
+    expect(longRest.plan.prefill[0]!.start!.donor).toEqual({ seqId: longRest.a.seqId, tokens: 11 })
+    expect(textOf(longRest.b)).toBe(await alone(long))
+  })
+
+  it('takes over no row where the decode step feeds one token a row (the concat KV path): it copies it', async () => {
+    const { a, plan } = await keystroke([...system, 21, 22], { supersede: true, ragged: false })
+    expect(plan.takeover).toBeUndefined()
+    expect(plan.prefill[0]!.start!.donor).toEqual({ seqId: a.seqId, tokens: 11 })
+  })
+
+  it("never continues another tenant's row, nor shares fewer tokens than a block", async () => {
+    const other = await keystroke([...system, 21, 22], { supersede: true, salt: 'another tenant' })
+    expect(other.plan.takeover).toBeUndefined()
+    expect(other.plan.prefill[0]!.start!.donor).toBeUndefined()
+    const short = await keystroke([...system.slice(0, B - 1), 40, 41], { supersede: true })
+    expect(short.plan.takeover).toBeUndefined()
+    expect(short.plan.prefill[0]!.start).not.toHaveProperty('donor')
   })
 })

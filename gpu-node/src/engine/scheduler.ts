@@ -2,7 +2,7 @@ import { continuousBatching, type BatchingPolicy } from './batching-policy.ts'
 import { AdmissionQueue } from './admission-queue.ts'
 import type { Sequence } from './sequence.ts'
 import type { EngineLimits, RequestEvent } from './types.ts'
-import { DEFAULT_PREFIX_BLOCK_TOKENS, type Batching, type BlockSave, type PrefillPart, type StepPlan, type StepResult } from '../model/runner.ts'
+import { DEFAULT_PREFIX_BLOCK_TOKENS, type Batching, type BlockSave, type DonorRow as Donor, type PrefillPart, type StepPlan, type StepResult, type Takeover } from '../model/runner.ts'
 import { PrefixCache } from './prefix-cache.ts'
 import { Speculation } from './speculation.ts'
 import { CLASS_PRIORITY } from '../../../shared/src/priority.ts'
@@ -12,11 +12,21 @@ export interface SchedulerLimits extends EngineLimits {
   kvBytesPerToken: number
   /** Which rows may share a batch, from the model (default 'continuous'). */
   batching?: Batching
-  /** The runner verifies drafts (ModelInfo `speculation`: slot KV path, continuous batching); without it SPEC_DECODING has no effect. */
-  verifiesDrafts?: boolean
+  /**
+   * The runner's decode step takes rows of several tokens (ModelInfo `speculation`: slot KV path,
+   * continuous batching): drafts to verify, a takeover's prompt. Without it SPEC_DECODING has no
+   * effect and no request takes over a row.
+   */
+  raggedDecode?: boolean
 }
 
 const NO_EVENTS: readonly RequestEvent[] = Object.freeze([])
+
+/**
+ * The most prompt tokens a takeover feeds in a decode step: every row of a ragged step is padded
+ * to the widest, so a longer rest is prefilled on its own (from a copy of the row) instead.
+ */
+export const TAKEOVER_TOKENS = 4
 
 /** The most `prefillChunkTokens` one tick's chunk may span: a burst's step stays bounded in time and memory. */
 export const BURST_CHUNKS = 8
@@ -66,6 +76,10 @@ export class Scheduler {
   /** Sequences whose prompt is being prefilled: one long prompt across ticks, or a group within one tick. */
   prefilling: Sequence[] = []
   private releases: number[] = []
+  /** Batch rows the next plan releases: their KV is still there when it starts, so they may give it (donorFor). */
+  private releasing: Sequence[] = []
+  /** Rows the next plan hands to new sequences (their KV is complete only after its decode step). */
+  private takeovers: Takeover[] = []
   /** Events produced since the engine last took them (cancels, deadline drops, step updates). */
   private outbox: RequestEvent[] = []
   private readonly bySeqId = new Map<number, Sequence>()
@@ -87,7 +101,7 @@ export class Scheduler {
     const capacity = Math.floor((limits.prefixCacheBytes ?? 0) / (blockTokens * limits.kvBytesPerToken))
     if (capacity > 0) this.prefix = new PrefixCache(blockTokens, capacity, prefixRoot)
     const spec = limits.speculation
-    if (spec && spec.mode !== 'off' && limits.verifiesDrafts) this.speculation = new Speculation(spec)
+    if (spec && spec.mode !== 'off' && limits.raggedDecode) this.speculation = new Speculation(spec)
   }
 
   /** Queues a new request; false when the queue is full. */
@@ -162,15 +176,22 @@ export class Scheduler {
     this.preemptToFitBudget()
     const chunk = chunkFor(this.limits.prefillChunkTokens, this.queue.before(CLASS_PRIORITY.batch), this.running.length)
     this.admitPrefill(nowMs, chunk)
-    const plan: StepPlan = { release: this.releases, decode: this.running.length > 0 && !this.prefillsAhead(), prefill: this.prefilling.filter((seq) => !seq.forked).map((seq) => this.prefillPart(seq, chunk)) }
+    // A takeover's prompt rides on the decode step: it runs even ahead of a better prefill.
+    const decode = this.running.length > 0 && (this.takeovers.length > 0 || !this.prefillsAhead())
+    const plan: StepPlan = { release: this.releases, decode, prefill: this.prefilling.filter((seq) => !seq.forked).map((seq) => this.prefillPart(seq, chunk)) }
     if (this.saves.length > 0) plan.save = this.saves
+    if (this.takeovers.length > 0) plan.takeover = this.takeovers
     if (plan.decode && this.speculation) {
       // A verify step attends over each row's drafts too: they stay within the KV budget.
       const perRow = Math.floor(this.limits.kvBudgetBytes / this.limits.kvBytesPerToken / this.running.length)
-      const drafts = this.speculation.plan(this.running, perRow - this.longestRunning(), plan.prefill.length > 0 || this.queue.length > 0)
+      const taken = new Set(this.takeovers.map((t) => t.seqId))
+      const rows = taken.size > 0 ? this.running.filter((s) => !taken.has(s.seqId)) : this.running
+      const drafts = this.speculation.plan(rows, perRow - this.longestRunning(), plan.prefill.length > 0 || this.queue.length > 0)
       if (drafts.length > 0) plan.drafts = drafts
     }
     this.releases = []
+    this.releasing = []
+    this.takeovers = []
     this.saves = []
     return plan
   }
@@ -245,7 +266,8 @@ export class Scheduler {
     const part: PrefillPart = { seqId: seq.seqId, tokens, last: seq.prefilled + tokens.length === seq.tokens.length }
     if (seq.prefilled === seq.reused) {
       part.start = startOf(seq)
-      if (seq.reused > 0) part.start.prefix = seq.blocks.map((b) => b.slot)
+      if (seq.donor) part.start.donor = seq.donor
+      else if (seq.reused > 0) part.start.prefix = seq.blocks.map((b) => b.slot)
     }
     const forks = seq.forks.filter((f) => f.state === 'prefilling')
     if (part.last && forks.length > 0) part.forks = forks.map((f) => ({ seqId: f.seqId, start: startOf(f) }))
@@ -299,13 +321,65 @@ export class Scheduler {
     return this.prefix.peek(seq.chain, seq.tokens.length)
   }
 
-  /** Takes `seq`'s cached prefix for its prefill (and counts the lookup). */
-  private reusePrefix(seq: Sequence): void {
+  /**
+   * Takes `seq`'s cached prefix for its prefill (and counts the lookup): a donor row's tokens
+   * when one was found, else its cached blocks. A sequence started from a donor holds no blocks
+   * until it joins; its complete ones are then held or saved from its own row (saveBlocks).
+   */
+  private reusePrefix(seq: Sequence, donor?: Donor): void {
     if (!this.prefix) return
-    seq.blocks = this.prefix.acquire(seq.chain, seq.tokens.length)
-    seq.reused = seq.blocks.length * this.prefix.blockTokens
+    seq.blocks = donor ? [] : this.prefix.acquire(seq.chain, seq.tokens.length)
+    if (donor) this.prefix.countLookup(seq.tokens.length, donor.tokens)
+    seq.reused = donor?.tokens ?? seq.blocks.length * this.prefix.blockTokens
+    seq.donor = donor
     seq.prefilled = seq.reused
     seq.cachedTokens ??= Math.min(seq.reused, seq.promptLen)
+  }
+
+  /**
+   * `seq` continues `from`'s row, which the next plan no longer releases: it joins the batch now,
+   * its first `keep` tokens there already, the rest of its prompt fed by the next decode step
+   * (Takeover). An editor's keystroke then costs its successor one decode step, not a prefill.
+   */
+  private takeOver(seq: Sequence, from: Sequence, keep: number): void {
+    this.releasing.splice(this.releasing.indexOf(from), 1)
+    this.releases.splice(this.releases.indexOf(from.seqId), 1)
+    seq.state = 'running'
+    seq.blocks = []
+    seq.donor = undefined
+    seq.reused = keep
+    seq.prefilled = seq.tokens.length
+    // As every running row: its KV holds all its tokens but the one the next step feeds.
+    seq.kvLen = seq.tokens.length - 1
+    seq.cachedTokens ??= Math.min(keep, seq.promptLen)
+    this.prefix?.countLookup(seq.tokens.length, keep)
+    this.running.push(seq)
+    this.takeovers.push({ from: from.seqId, seqId: seq.seqId, keep, tokens: seq.tokens.slice(keep), start: startOf(seq) })
+    this.policy.admitted()
+    this.hooks.onScheduled?.(seq)
+  }
+
+  /**
+   * A batch row (running, or released by the next plan) of the same cache salt whose KV holds
+   * more of `seq`'s first tokens than its `cached` block-aligned prefix: the longest such. An
+   * editor's next keystroke continues the request it supersedes past the last whole block; the
+   * prefix cache keeps whole blocks only. At least the prompt's last token is left to compute
+   * (its logits). Off with the prefix cache.
+   */
+  private donorFor(seq: Sequence, cached: number): Donor | undefined {
+    if (!this.prefix) return undefined
+    const most = seq.tokens.length - 1
+    let best: Donor | undefined
+    for (const row of [...this.running, ...this.releasing]) {
+      // A row taken over this tick holds only its kept tokens until the plan's decode step.
+      if (row === seq || row.req.cacheSalt !== seq.req.cacheSalt || this.takeovers.some((t) => t.seqId === row.seqId)) continue
+      const limit = Math.min(most, row.kvLen)
+      let n = 0
+      while (n < limit && row.tokens[n] === seq.tokens[n]) n++
+      // Less than a block is no better than a fresh prompt (the prefix cache's floor too).
+      if (n > (best?.tokens ?? cached) && n >= this.prefix.blockTokens) best = { seqId: row.seqId, tokens: n }
+    }
+    return best
   }
 
   /**
@@ -319,7 +393,7 @@ export class Scheduler {
     let longest = 0
     /** This tick's chunk: whole prompts left-padded into one run, or prompts continuing cached prefixes, each its own run. */
     let kind: 'padded' | 'continued' | undefined
-    let continued = 0
+    let longestRest = 0
     for (;;) {
       const next = this.queue.peek()
       if (!next) return
@@ -332,27 +406,37 @@ export class Scheduler {
       if (!this.mayJoinBatch(next)) return
       if (this.awaitsLeader(next)) return
       // A cached prefix is a past to continue, which the left-padded chunk cannot hold: such
-      // prompts share a tick only with each other, each run on its own, their rests within the chunk.
-      const hit = this.prefixHit(next)
+      // prompts share a tick only with each other, as one ragged run (rests padded to the
+      // longest) within the chunk.
+      const blocks = this.prefixHit(next)
+      const donor = this.donorFor(next, blocks * (this.prefix?.blockTokens ?? 0))
+      const hit = donor?.tokens ?? blocks * (this.prefix?.blockTokens ?? 0)
       const len = next.tokens.length
-      const rest = len - hit * (this.prefix?.blockTokens ?? 0)
+      const rest = len - hit
+      const from = donor && this.limits.raggedDecode && rest <= TAKEOVER_TOKENS ? this.releasing.find((s) => s.seqId === donor.seqId) : undefined
+      if (from) {
+        while (!this.fits(next)) if (!this.preemptFor(next)) return
+        this.queue.shift()
+        this.takeOver(next, from, hit)
+        continue
+      }
       const width = Math.max(longest, len)
       if (hit > 0) {
-        if (kind === 'padded' || (kind === 'continued' && continued + rest > chunk)) return
+        if (kind === 'padded' || (kind === 'continued' && (this.prefilling.length + 1) * Math.max(longestRest, rest) > chunk)) return
       } else if (kind === 'continued' || (kind === 'padded' && (this.prefilling.length + 1) * width > chunk)) return
       while (!this.fits(next)) if (!this.preemptFor(next)) return
       this.queue.shift()
       next.state = 'prefilling'
       next.prefilled = 0
       next.reused = 0
-      this.reusePrefix(next)
+      this.reusePrefix(next, donor)
       this.prefilling.push(next)
       this.policy.admitted()
       this.hooks.onScheduled?.(next)
       this.admitForks(next)
       longest = width
       kind = hit > 0 ? 'continued' : 'padded'
-      continued += hit > 0 ? rest : 0
+      longestRest = Math.max(longestRest, hit > 0 ? rest : 0)
       if ((hit > 0 ? rest : len) > chunk) return
     }
   }
@@ -443,7 +527,10 @@ export class Scheduler {
       seq.blocks = []
     }
     const i = this.running.indexOf(seq)
-    if (i !== -1) this.running.splice(i, 1)
+    if (i !== -1) {
+      this.running.splice(i, 1)
+      this.releasing.push(seq)
+    }
     const p = this.prefilling.indexOf(seq)
     if (p !== -1) this.prefilling.splice(p, 1)
     this.releases.push(seq.seqId)

@@ -1,6 +1,7 @@
 import { IncrementalDetokenizer, type TokenDecoder } from './detokenizer.ts'
 import { StopChecker } from './stop-checker.ts'
 import type { CachedBlock } from './prefix-cache.ts'
+import type { DonorRow } from '../model/runner.ts'
 import type { EngineEvent, EngineRequest, FinishReason, RequestEvent } from './types.ts'
 import type { TokenLogprob } from '../../../shared/src/generation.ts'
 
@@ -27,6 +28,8 @@ export class Sequence {
   blocks: CachedBlock[] = []
   /** Tokens reused from the prefix cache at the current admission (its prefill starts after them). */
   reused = 0
+  /** The batch row the current admission's prefill starts from instead of cached blocks (scheduler.ts donorFor). */
+  donor?: DonorRow
   /** Prompt tokens reused at the first admission: the usage's cachedTokens. */
   cachedTokens?: number
   /** Prompt tokens whose blocks this sequence saved first: the usage's cacheCreationTokens. */

@@ -71,7 +71,8 @@ export class StepMetrics {
     this.kvRows = result.kvRows
     this.kvTokens = result.kvTokens
     this.steps++
-    for (const seqId of plan.release) this.reportFreed(seqId)
+    // A row taken over stops working for its aborted request in the step that would release it.
+    for (const seqId of [...plan.release, ...(plan.takeover ?? []).map((t) => t.from)]) this.reportFreed(seqId)
     const verified = result.decoded.more?.reduce((n, m) => n + m.length, 0) ?? 0
     this.meter.add(this.now(), result.decoded.tokens.length + verified + result.joined.tokens.length)
     if (plan.decode || plan.prefill.length > 0) {

@@ -117,7 +117,8 @@ export interface EngineObserver {
   /** A sequence was preempted (its KV freed, to be recomputed later). */
   onPreempted?(id: string): void
   /**
-   * An aborted request's KV was freed: `steps` counts the model steps started after abort()
+   * An aborted request's KV was freed, or its batch row taken over by another request:
+   * `steps` counts the model steps started after abort()
    * was called, up to and including the one that released it: normally 1, since a step already
    * in flight when abort() is called is not counted (the release rides on the next one).
    */

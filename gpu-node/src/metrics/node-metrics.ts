@@ -92,7 +92,7 @@ export function createNodeMetrics(opts: NodeMetricsOptions): NodeMetrics {
     requestQueueTime: histogram('zl_request_queue_time_seconds', 'Time a request waited before its prefill started, seconds.'),
     stepDuration: histogram('zl_step_duration_seconds', 'Duration of one scheduler step (model forward), seconds.'),
     batchSize: histogram('zl_batch_size', 'Sequences run in one scheduler step.', BATCH_SIZE_BUCKETS),
-    abortFreeSteps: histogram('zl_abort_free_steps', 'Model steps started between an abort and the release of its KV.', ABORT_STEPS_BUCKETS),
+    abortFreeSteps: histogram('zl_abort_free_steps', 'Model steps started between an abort and the release of its KV (or its row\'s takeover by another request).', ABORT_STEPS_BUCKETS),
     preemptions: new Counter({ name: 'zl_num_preemptions_total', help: 'Sequences preempted (KV freed, recomputed later) to respect the KV budget.', registers }),
     promptTokens: new Counter({ name: 'zl_prompt_tokens_total', help: 'Prompt tokens of finished requests.', registers }),
     generationTokens: new Counter({ name: 'zl_generation_tokens_total', help: 'Generated tokens of finished requests.', registers }),

@@ -1,6 +1,6 @@
 import * as ort from 'onnxruntime-node'
 import type { SessionIo } from './session-io.ts'
-import { readBlock, writeBlocks, type KvBlock } from './kv-block.ts'
+import { readBlock, tokensIn, writeBlocks, type KvBlock } from './kv-block.ts'
 import { kvArray, type KvArray, type KvType } from './tensor-dtype.ts'
 
 /** One layer's K and V, [rows, kvHeads, tokens, headDim] of the session's KV type. */
@@ -22,6 +22,8 @@ export interface BatchCache {
   relayout(remove: ReadonlySet<number>, joins?: readonly KvJoin[]): void
   /** A copy of row `seqId`'s KV for tokens [from, from + count) (a prefix-cache block). */
   readBlock(seqId: number, from: number, count: number, into?: KvBlock): KvBlock
+  /** A copy of row `seqId`'s first `count` tokens' KV, for another sequence to start from (runner.ts SequenceStart `donor`). */
+  readRow(seqId: number, count: number): KvBlock
 }
 
 /** One sequence's own B=1 cache between its prefill chunks (chunked prefill is exact). */
@@ -31,8 +33,8 @@ export interface PrefillCache {
   feeds(ids: BigInt64Array, s: number): Record<string, ort.Tensor>
   accept(outputs: ort.InferenceSession.ReturnType, s: number): void
   join(seqId: number, nextToken: number): KvJoin
-  /** Starts an empty cache from cached blocks: its first blocks.length × blockTokens tokens. */
-  startFrom(blocks: readonly KvBlock[], blockTokens: number): void
+  /** Starts an empty cache from blocks (kv-block.ts): its first tokens, as many as they hold. */
+  startFrom(blocks: readonly KvBlock[]): void
 }
 
 /** PrefillCache of a concat model: each chunk's presents are the next chunk's past. */
@@ -59,12 +61,12 @@ export class ConcatPrefill implements PrefillCache {
     return { seqId, nextToken, len: this.len, layers: this.layers, row: 0 }
   }
 
-  startFrom(blocks: readonly KvBlock[], blockTokens: number): void {
+  startFrom(blocks: readonly KvBlock[]): void {
     const { numKvHeads: h, headDim: d, kvType } = this.io
-    const n = blocks.length * blockTokens
+    const n = tokensIn(this.io, blocks)
     const keys = this.layers.map(() => kvArray(kvType, h * n * d))
     const values = this.layers.map(() => kvArray(kvType, h * n * d))
-    writeBlocks(this.io, blocks, blockTokens, keys, values, (head, t) => (head * n + t) * d)
+    writeBlocks(this.io, blocks, keys, values, (head, t) => (head * n + t) * d)
     this.layers = keys.map((k, i) => ({ key: new ort.Tensor(kvType, k, [1, h, n, d]), value: new ort.Tensor(kvType, values[i], [1, h, n, d]) }))
     this.len = n
   }
@@ -158,6 +160,10 @@ export class BatchKvCache implements BatchCache {
     const first = width - this.lens[r]
     const data = (t: ort.Tensor) => t.data as KvArray
     return readBlock(this.io, this.layers.map((l) => data(l.key)), this.layers.map((l) => data(l.value)), (head, t) => ((r * h + head) * width + first + t) * d, from, count, into)
+  }
+
+  readRow(seqId: number, count: number): KvBlock {
+    return this.readBlock(seqId, 0, count)
   }
 
   /**

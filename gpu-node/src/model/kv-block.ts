@@ -33,16 +33,30 @@ export function readBlock(io: SessionIo, keys: readonly KvArray[], values: reado
   return { keys: keys.map((k, i) => copy(k, i, 'keys')), values: values.map((v, i) => copy(v, i, 'values')) }
 }
 
-/** Writes blocks of `blockTokens` tokens, in order, into one row from token 0 (`layout` of the destination), skipping the first `skip`. */
-export function writeBlocks(io: SessionIo, blocks: readonly KvBlock[], blockTokens: number, keys: readonly KvArray[], values: readonly KvArray[], layout: RowLayout, skip = 0): void {
+/** Tokens a block holds: prefix-cache blocks hold PREFIX_BLOCK_TOKENS, a copy of a row's start (readBlock from 0) any number. */
+export function blockTokens(io: SessionIo, block: KvBlock): number {
+  return block.keys[0]!.length / (io.numKvHeads * io.headDim)
+}
+
+/** Tokens `blocks` hold, one after another. */
+export function tokensIn(io: SessionIo, blocks: readonly KvBlock[]): number {
+  return blocks.reduce((n, b) => n + blockTokens(io, b), 0)
+}
+
+/** Writes blocks, in order, into one row from token 0 (`layout` of the destination), skipping the first `skip`. */
+export function writeBlocks(io: SessionIo, blocks: readonly KvBlock[], keys: readonly KvArray[], values: readonly KvArray[], layout: RowLayout, skip = 0): void {
   const { numKvHeads: h, headDim: d } = io
-  const n = blockTokens * d
+  let at = 0
   blocks.forEach((block, b) => {
-    if (b < skip) return
-    for (let layer = 0; layer < io.numLayers; layer++) {
-      for (const [src, dst] of [[block.keys[layer], keys[layer]], [block.values[layer], values[layer]]] as const) {
-        for (let head = 0; head < h; head++) dst.set(src.subarray(head * n, (head + 1) * n), layout(head, b * blockTokens))
+    const count = blockTokens(io, block)
+    const n = count * d
+    if (b >= skip) {
+      for (let layer = 0; layer < io.numLayers; layer++) {
+        for (const [src, dst] of [[block.keys[layer], keys[layer]], [block.values[layer], values[layer]]] as const) {
+          for (let head = 0; head < h; head++) dst.set(src.subarray(head * n, (head + 1) * n), layout(head, at))
+        }
       }
     }
+    at += count
   })
 }

@@ -3,11 +3,11 @@ import * as ort from 'onnxruntime-node'
 import { SequenceSampler } from '../sampling/sampler.ts'
 import { BatchKvCache, ConcatPrefill, emptyLayers, modelFeeds, presentsOf, type BatchCache, type KvJoin, type PrefillCache } from './batch-kv-cache.ts'
 import type { SessionIo } from './session-io.ts'
-import { DEFAULT_PREFIX_BLOCK_TOKENS, type PrefillPart, type RowDraft, type StepPlan, type StepResult } from './runner.ts'
+import { DEFAULT_PREFIX_BLOCK_TOKENS, type PrefillPart, type RowDraft, type StepPlan, type StepResult, type Takeover } from './runner.ts'
 import { KvBufferSet } from './kv-buffer-set.ts'
 import { SlotKvCache } from './slot-kv-cache.ts'
 import { floatsOf } from './tensor-dtype.ts'
-import type { KvBlock } from './kv-block.ts'
+import { tokensIn, type KvBlock } from './kv-block.ts'
 import type { GrammarConstraint } from '../structured/grammar-constraint.ts'
 import type { Grammars } from '../structured/grammars.ts'
 import type { TokenLogprob } from '../../../shared/src/generation.ts'
@@ -34,6 +34,8 @@ export class ModelStep {
   private readonly kvBudgetBytes: number
   /** The prefix cache's blocks by slot (the engine's prefix-cache.ts decides which). */
   private readonly blocks = new Map<number, KvBlock>()
+  /** Donor rows' copies (SequenceStart `donor`), from the start of a plan to the prefill that starts from them. */
+  private readonly donated = new Map<number, KvBlock>()
   private readonly prefixBlockTokens: number
   /** An emptied batch's KV buffers, for the next slot cache (kv-buffer-set.ts). */
   private readonly buffers: KvBufferSet
@@ -72,26 +74,30 @@ export class ModelStep {
     // Before any release: a finishing sequence's last blocks are saved from its row.
     // An evicted slot's buffers are written over in place: a full cache saves without allocating.
     for (const s of plan.save ?? []) this.blocks.set(s.slot, this.batch.readBlock(s.seqId, s.from, this.prefixBlockTokens, this.blocks.get(s.slot)))
-    const released = new Set(plan.release)
-    for (const id of released) {
-      this.prefilling.delete(id)
-      this.samplers.delete(id)
-      this.constraints.get(id)?.dispose()
-      this.constraints.delete(id)
-      this.logprobRows.delete(id)
+    // A donor row may be released by this very plan: its tokens are copied first.
+    for (const p of plan.prefill) if (p.start?.donor) this.donated.set(p.seqId, this.batch.readRow(p.start.donor.seqId, p.start.donor.tokens))
+    const takeovers = plan.takeover ?? []
+    if (takeovers.length > 0 && !(this.batch instanceof SlotKvCache && plan.decode)) throw new Error('a takeover needs the slot cache and a decode step')
+    for (const t of takeovers) {
+      this.forget(t.from)
+      ;(this.batch as SlotKvCache).takeOver(t.from, t.seqId, t.keep)
+      await this.prepareSampling(t.seqId, t.start)
     }
+    const released = new Set(plan.release)
+    for (const id of released) this.forget(id)
     this.batch.relayout(released)
     const result: StepResult = { decoded: { seqIds: [], tokens: [] }, joined: { seqIds: [], tokens: [] }, kvRows: 0, kvTokens: 0, decodeMs: 0, prefillMs: 0 }
     if (plan.decode && this.batch.rows > 0) {
       const t0 = performance.now()
-      result.decoded = plan.drafts?.length && this.batch instanceof SlotKvCache ? await this.verify(this.batch, plan.drafts) : await this.decode()
+      const ragged = (plan.drafts?.length || takeovers.length) && this.batch instanceof SlotKvCache
+      result.decoded = ragged ? await this.verify(this.batch as SlotKvCache, plan.drafts ?? [], takeovers) : await this.decode()
       result.decodeMs = performance.now() - t0
     }
     if (plan.prefill.length > 0) {
       const t0 = performance.now()
       const joins =
         plan.prefill.length === 1 ? await this.prefillOne(plan.prefill[0])
-        : plan.prefill.some((p) => p.start?.prefix?.length) ? await this.prefillEach(plan.prefill)
+        : plan.prefill.some(continues) ? await this.prefillEach(plan.prefill)
         : await this.prefillMany(plan.prefill)
       this.batch.relayout(new Set(), joins)
       result.joined = { seqIds: joins.map((j) => j.seqId), tokens: joins.map((j) => j.nextToken) }
@@ -128,16 +134,18 @@ export class ModelStep {
    * after its last: those tokens are what plain decoding would have produced. The KV kept is that
    * of the tokens fed up to there; the last token sampled is fed next.
    */
-  private async verify(cache: SlotKvCache, drafts: readonly RowDraft[]): Promise<StepResult['decoded']> {
+  private async verify(cache: SlotKvCache, drafts: readonly RowDraft[], takeovers: readonly Takeover[]): Promise<StepResult['decoded']> {
     const byId = new Map(drafts.map((d) => [d.seqId, d.tokens]))
+    const prompts = new Map(takeovers.map((t) => [t.seqId, t.tokens]))
     const seqIds = cache.seqIds.slice()
-    const fed = seqIds.map((id, r) => [cache.nextTokens[r]!, ...(byId.get(id) ?? [])])
+    const fed = seqIds.map((id, r) => prompts.get(id) ?? [cache.nextTokens[r]!, ...(byId.get(id) ?? [])])
     const outputs = await this.session.run(cache.feedsRagged(fed))
     const rows = await Promise.all(
       seqIds.map(async (id, r) => {
         const tokens: number[] = []
         const logprobs: Array<TokenLogprob | null> = []
-        for (let i = 0; i < fed[r]!.length; i++) {
+        // A takeover's fed tokens are its prompt's: its first token is sampled after the last.
+        for (let i = prompts.has(id) ? fed[r]!.length - 1 : 0; i < fed[r]!.length; i++) {
           const { token, logprob } = await this.choose(id, this.logitsAt(outputs, r, i))
           tokens.push(token)
           logprobs.push(logprob ?? null)
@@ -146,7 +154,7 @@ export class ModelStep {
         return { tokens, logprobs }
       }),
     )
-    cache.acceptRagged(outputs, rows.map((row) => row.tokens.length))
+    cache.acceptRagged(outputs, rows.map((row, r) => (prompts.has(seqIds[r]!) ? fed[r]!.length : row.tokens.length)))
     rows.forEach((row, r) => (cache.nextTokens[r] = row.tokens.at(-1)!))
     const decoded: StepResult['decoded'] = { seqIds, tokens: rows.map((row) => row.tokens[0]!), more: rows.map((row) => row.tokens.slice(1)) }
     if (this.logprobRows.size > 0) {
@@ -230,10 +238,10 @@ export class ModelStep {
       return joins
     }
     for (const p of parts) await this.prepareSampling(p.seqId, p.start!)
-    const blocks = parts.map((p) => (p.start!.prefix ?? []).map((slot) => this.savedBlock(slot)))
+    const blocks = parts.map((p) => this.startBlocks(p))
     const cache = this.bounded(new SlotKvCache(this.io, undefined, 1))
-    const slots = parts.reduce((m, p, r) => Math.max(m, blocks[r]!.length * this.prefixBlockTokens + p.tokens.length + 1), 0)
-    cache.startRows(parts.map((p) => p.seqId), blocks, this.prefixBlockTokens, slots)
+    const slots = parts.reduce((m, p, r) => Math.max(m, tokensIn(this.io, blocks[r]!) + p.tokens.length + 1), 0)
+    cache.startRows(parts.map((p) => p.seqId), blocks, slots)
     const outputs = await this.session.run(cache.feedsRagged(parts.map((p) => p.tokens)))
     cache.acceptRagged(outputs, parts.map((p) => p.tokens.length))
     const joins: KvJoin[] = []
@@ -250,7 +258,7 @@ export class ModelStep {
    * empty past: the K/V outputs of both interfaces are then [k, kvHeads, width, headDim].
    */
   private async prefillMany(parts: PrefillPart[]): Promise<KvJoin[]> {
-    for (const p of parts) if (!p.start || !p.last || p.start.prefix?.length) throw new Error('a multi-prompt prefill chunk takes whole prompts only, none from the prefix cache')
+    for (const p of parts) if (!p.start || !p.last || continues(p)) throw new Error('a multi-prompt prefill chunk takes whole prompts only, none from the prefix cache')
     for (const p of parts) await this.begin(p)
     const k = parts.length
     const width = parts.reduce((m, p) => Math.max(m, p.tokens.length), 0)
@@ -284,6 +292,23 @@ export class ModelStep {
     return block
   }
 
+  /** Drops a sequence's sampling state (it left, or its row went to another). */
+  private forget(id: number): void {
+    this.prefilling.delete(id)
+    this.samplers.delete(id)
+    this.constraints.get(id)?.dispose()
+    this.constraints.delete(id)
+    this.logprobRows.delete(id)
+  }
+
+  /** What a sequence's first part starts from: its donor row's copy, or its prefix-cache blocks. */
+  private startBlocks(p: PrefillPart): KvBlock[] {
+    const donated = this.donated.get(p.seqId)
+    this.donated.delete(p.seqId)
+    if (p.start?.donor && !donated) throw new Error(`sequence ${p.seqId}'s donor row was not copied`)
+    return donated ? [donated] : (p.start?.prefix ?? []).map((slot) => this.savedBlock(slot))
+  }
+
   /** Creates the sampler (and grammar state) and the empty B=1 cache of a sequence's first prefill part. */
   private async begin(p: PrefillPart): Promise<void> {
     const start = p.start!
@@ -291,7 +316,7 @@ export class ModelStep {
     const cache = this.bounded(this.io.kvCache === 'slots' ? SlotKvCache.forSequence(this.io, p.seqId) : new ConcatPrefill(this.io))
     // The whole prompt's room, and the first generated token's, before its first chunk (within the budget: bounded()).
     if (cache instanceof SlotKvCache) cache.expect(start.tokens.length + 1)
-    if (start.prefix?.length) cache.startFrom(start.prefix.map((slot) => this.savedBlock(slot)), this.prefixBlockTokens)
+    if (continues(p)) cache.startFrom(this.startBlocks(p))
     this.prefilling.set(p.seqId, cache)
   }
 
@@ -360,3 +385,6 @@ export class ModelStep {
     return s
   }
 }
+
+/** A first part that starts from KV already computed (prefix-cache blocks or a donor row), not from nothing. */
+const continues = (p: PrefillPart): boolean => Boolean(p.start?.prefix?.length || p.start?.donor)

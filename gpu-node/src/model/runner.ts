@@ -105,6 +105,18 @@ export interface SequenceStart {
    * prefixBlockTokens tokens: its prefill starts from them and computes only the rest.
    */
   prefix?: number[]
+  /**
+   * Instead of `prefix`: a batch row whose first `tokens` tokens are the sequence's own first ones
+   * (a request continuing one that runs or was just released: an editor's next keystroke). Its
+   * KV is copied before this plan's releases, so a row released by the same plan may give it.
+   */
+  donor?: DonorRow
+}
+
+/** A batch row whose first `tokens` tokens another sequence starts from (SequenceStart `donor`). */
+export interface DonorRow {
+  seqId: number
+  tokens: number
 }
 
 /** Tokens per prefix-cache block when PREFIX_BLOCK_TOKENS is not set: the scheduler and the worker must agree. */
@@ -133,8 +145,23 @@ export interface PrefillPart {
 }
 
 /**
+ * A sequence that takes over a batch row this plan would otherwise release (the request it
+ * supersedes, or one that just finished), instead of a prefill of its own: the row keeps its
+ * first `keep` tokens (the sequence's own first ones) and becomes `seqId`'s, and the decode step
+ * feeds it `tokens` (the rest of its prompt) and samples its first token after the last of them.
+ */
+export interface Takeover {
+  from: number
+  seqId: number
+  keep: number
+  tokens: number[]
+  start: SequenceStart & { tokens: number[] }
+}
+
+/**
  * One scheduler tick, as plain data. Applied in this order by the runner: `save` (prefix-cache
- * blocks out of the batch rows, before any row is released) →
+ * blocks out of the batch rows, before any row is released) and the prefill starts' `donor` rows →
+ * `takeover` (rows renamed and cut) →
  * `release` (drop KV and sampler state) → one decode step over every batch row →
  * the prefill chunk. A chunk is either one part of one sequence's prompt (long prompts, split
  * over ticks) or several whole short prompts run as one left-padded batch; every part that is
@@ -150,6 +177,8 @@ export interface StepPlan {
    * tokens while they equal the draft's; rows without one decode as usual in the same run.
    */
   drafts?: RowDraft[]
+  /** Set only with `decode`: the step that feeds them. */
+  takeover?: Takeover[]
   prefill: PrefillPart[]
 }
 

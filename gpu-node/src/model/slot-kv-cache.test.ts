@@ -221,14 +221,14 @@ for (const preset of ['tiny', 'tiny-llama'] as const) {
         const alone = async (r: number) => {
           const c = SlotKvCache.forSequence(io, r)
           c.expect(prefixes[r]!.length + rest[r]!.length + 1)
-          c.startFrom(blocks[r]!, B)
+          c.startFrom(blocks[r]!)
           const out = await session.run(c.feeds(BigInt64Array.from(rest[r]!, BigInt), rest[r]!.length))
           const l = out.logits as ort.Tensor
           const v = l.dims[2]!
           return Array.from((l.data as Float32Array).subarray((l.dims[1]! - 1) * v, l.dims[1]! * v))
         }
         const ragged = new SlotKvCache(io, 4, 1)
-        ragged.startRows([0, 1, 2], blocks, B, 30)
+        ragged.startRows([0, 1, 2], blocks, 30)
         const out = await session.run(ragged.feedsRagged(rest))
         ragged.acceptRagged(out, rest.map((t) => t.length))
         const l = out.logits as ort.Tensor

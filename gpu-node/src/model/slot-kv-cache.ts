@@ -2,7 +2,7 @@ import * as ort from 'onnxruntime-node'
 import { modelFeeds, presentsOf, type BatchCache, type KvJoin, type LayerKv, type PrefillCache } from './batch-kv-cache.ts'
 import { kvBytesPerToken } from './runner.ts'
 import type { SessionIo } from './session-io.ts'
-import { readBlock, writeBlocks, type KvBlock } from './kv-block.ts'
+import { readBlock, tokensIn, writeBlocks, type KvBlock } from './kv-block.ts'
 import type { BufferContents, KvBufferSet } from './kv-buffer-set.ts'
 import { kvArray, type KvArray } from './tensor-dtype.ts'
 
@@ -135,8 +135,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
   }
 
   readBlock(seqId: number, from: number, count: number, into?: KvBlock): KvBlock {
-    const r = this.seqIds.indexOf(seqId)
-    if (r < 0) throw new Error(`no batch row for sequence ${seqId}`)
+    const r = this.rowOf(seqId)
     const block = readBlock(this.io, this.keys, this.values, this.rowLayout(r), from, count, into)
     if (from % count === 0) {
       const row = [...(this.known[r] ?? [])]
@@ -144,6 +143,26 @@ export class SlotKvCache implements BatchCache, PrefillCache {
       this.known[r] = row
     }
     return block
+  }
+
+  /** Row `from` becomes `seqId`'s, cut to its first `keep` tokens (runner.ts Takeover). */
+  takeOver(from: number, seqId: number, keep: number): void {
+    const r = this.rowOf(from)
+    if (keep > this.lens[r]!) throw new Error(`row ${from} holds ${this.lens[r]} tokens, not ${keep}`)
+    this.seqIds[r] = seqId
+    this.lens[r] = keep
+    // Blocks past the cut are no longer there; the rest are not worth finding out.
+    this.known[r] = []
+  }
+
+  readRow(seqId: number, count: number): KvBlock {
+    return readBlock(this.io, this.keys, this.values, this.rowLayout(this.rowOf(seqId)), 0, count)
+  }
+
+  private rowOf(seqId: number): number {
+    const r = this.seqIds.indexOf(seqId)
+    if (r < 0) throw new Error(`no batch row for sequence ${seqId}`)
+    return r
   }
 
   /**
@@ -160,7 +179,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
    * with room for `slots` tokens in every row: prompts that continue cached prefixes, prefilled
    * together (feedsRagged) rather than one run each.
    */
-  startRows(seqIds: readonly number[], blocks: ReadonlyArray<readonly KvBlock[]>, blockTokens: number, slots: number): void {
+  startRows(seqIds: readonly number[], blocks: ReadonlyArray<readonly KvBlock[]>, slots: number): void {
     this.seqIds = [...seqIds]
     this.lens = seqIds.map(() => 0)
     this.nextTokens = seqIds.map(() => 0)
@@ -170,8 +189,8 @@ export class SlotKvCache implements BatchCache, PrefillCache {
       const have = this.known[r] ?? []
       let same = 0
       while (same < b.length && have[same] === b[same]) same++
-      writeBlocks(this.io, b, blockTokens, this.keys, this.values, this.rowLayout(r), same)
-      this.lens[r] = b.length * blockTokens
+      writeBlocks(this.io, b, this.keys, this.values, this.rowLayout(r), same)
+      this.lens[r] = tokensIn(this.io, b)
     })
     this.known = blocks.map((b) => [...b])
   }
@@ -219,8 +238,8 @@ export class SlotKvCache implements BatchCache, PrefillCache {
   }
 
   /** One row of this cache, empty so far: its first tokens from cached blocks. */
-  startFrom(blocks: readonly KvBlock[], blockTokens: number): void {
-    this.startRows(this.seqIds, [blocks], blockTokens, blocks.length * blockTokens + 1)
+  startFrom(blocks: readonly KvBlock[]): void {
+    this.startRows(this.seqIds, [blocks], tokensIn(this.io, blocks) + 1)
   }
 
   private rowLayout(r: number): (head: number, t: number) => number {

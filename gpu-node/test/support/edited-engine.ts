@@ -9,7 +9,7 @@ import type { LogitsPath } from '../../src/model/last-logits-edit.ts'
 import type { ModelDir } from '../../src/model/model-dir.ts'
 import { ModelStep } from '../../src/model/model-step.ts'
 import { openModelSession, type OpenSessionOptions } from '../../src/model/open-session.ts'
-import { toModelInfo } from '../../src/model/runner.ts'
+import { toModelInfo, type StepPlan } from '../../src/model/runner.ts'
 import { readSessionIo, type SessionIo } from '../../src/model/session-io.ts'
 import { ModelTokenizer } from '../../src/model/tokenizer.ts'
 import { generateText } from './generate-text.ts'
@@ -37,10 +37,12 @@ export interface EditedEngineOptions extends Omit<OpenSessionOptions, 'config'> 
   /** Grammars and token pieces from the model's tokenizer: constrained and log-probability requests. */
   structured?: boolean
   observer?: EngineObserver
+  /** Rewrites each plan before the model runs it (a control's wrong takeover or donor). */
+  rewrite?: (plan: StepPlan) => StepPlan
 }
 
 export async function openEditedEngine(dir: ModelDir, opts: EditedEngineOptions = {}): Promise<EditedEngine> {
-  const { cache, session: wrap, limits: over, structured, observer, ...edits } = opts
+  const { cache, session: wrap, limits: over, structured, observer, rewrite, ...edits } = opts
   const limits: EngineLimits = { maxBatch: 16, maxQueue: 64, kvBudgetBytes: 1 << 30, prefillChunkTokens: 16, ...over }
   const opened = await openModelSession(dir.onnxPath, ONE_THREAD, { config: dir.config, ...edits })
   const io = readSessionIo(opened.session, dir.config)
@@ -53,7 +55,7 @@ export async function openEditedEngine(dir: ModelDir, opts: EditedEngineOptions 
     ...(limits.prefixBlockTokens ? { prefixBlockTokens: limits.prefixBlockTokens } : {}),
     ...(vocab ? { grammars: new Grammars(vocab, dir.eosTokenIds), tokenPiece: tokenPieces(vocab), vocabSize: vocab.tokens.length } : {}),
   })
-  const engine = new Engine({ runner: new InProcessRunner(info, step), decoder: new ModelTokenizer(dir), limits, modelKey: dir.modelId, ...(observer ? { observer } : {}) })
+  const engine = new Engine({ runner: new InProcessRunner(info, step, rewrite), decoder: new ModelTokenizer(dir), limits, modelKey: dir.modelId, ...(observer ? { observer } : {}) })
   return { engine, kvPath: opened.kvPath, logitsPath: opened.logitsPath, io }
 }
 

@@ -32,6 +32,14 @@ export class ScriptedRunner implements ModelRunner {
     this.plans.push(structuredClone(plan))
     await new Promise((resolve) => setImmediate(resolve))
     if (this.gate) await this.gate
+    // A takeover renames its row and cuts it; the decode step then feeds the rest of its prompt.
+    const fed = new Map<number, number>()
+    for (const t of plan.takeover ?? []) {
+      const row = this.rows.find((r) => r.seqId === t.from)
+      if (!row) throw new Error(`takeover of a row that is not in the batch: ${t.from}`)
+      Object.assign(row, { seqId: t.seqId, key: promptKey(t.start), len: t.keep })
+      fed.set(t.seqId, t.tokens.length)
+    }
     const released = new Set(plan.release)
     for (const id of released) {
       this.prefillLen.delete(id)
@@ -41,16 +49,16 @@ export class ScriptedRunner implements ModelRunner {
     const decoded = { seqIds: [] as number[], tokens: [] as number[] }
     if (plan.decode) {
       for (const row of this.rows) {
-        row.len++
+        row.len += fed.get(row.seqId) ?? 1
         decoded.seqIds.push(row.seqId)
         decoded.tokens.push(this.next(row.key, row.len))
       }
     }
     const joined = { seqIds: [] as number[], tokens: [] as number[] }
     for (const { seqId, tokens, last, start } of plan.prefill) {
-      if (start) this.keys.set(seqId, start.tokens.slice(0, start.promptLen).reduce((h, t) => (h * 131 + t) % 1_000_003, 7))
+      if (start) this.keys.set(seqId, promptKey(start))
       const key = this.keys.get(seqId) ?? 0
-      const len = (start ? (start.prefix?.length ?? 0) * this.prefixBlockTokens : (this.prefillLen.get(seqId) ?? 0)) + tokens.length
+      const len = (start ? (start.donor?.tokens ?? (start.prefix?.length ?? 0) * this.prefixBlockTokens) : (this.prefillLen.get(seqId) ?? 0)) + tokens.length
       this.prefillLen.set(seqId, len)
       if (last) {
         this.prefillLen.delete(seqId)
@@ -65,6 +73,8 @@ export class ScriptedRunner implements ModelRunner {
 
   async close(): Promise<void> {}
 }
+
+const promptKey = (start: { tokens: number[]; promptLen: number }) => start.tokens.slice(0, start.promptLen).reduce((h, t) => (h * 131 + t) % 1_000_003, 7)
 
 /** A decoder for ScriptedRunner tokens: id n → the letter n (1 = "a"). */
 export const letterDecoder = { decode: (ids: readonly number[]) => ids.map((t) => String.fromCharCode(96 + t)).join('') }
