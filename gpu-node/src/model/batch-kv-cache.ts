@@ -206,7 +206,7 @@ export interface KvJoin {
   /** Column of the sequence's first token (default: dims[2] − len, right-aligned). */
   start?: number
   /** Prefix-cache blocks known to hold its tokens (SlotKvCache's `known`), carried to its new row. */
-  blocks?: ReadonlyArray<KvBlock | undefined>
+  blocks?: readonly KvBlock[]
 }
 
 /** Copies `len` columns of row `from` (width `fromWidth`; by default its last ones) into the right end of row `to`. */

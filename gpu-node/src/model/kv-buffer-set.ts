@@ -2,15 +2,15 @@ import type { KvBlock } from './kv-block.ts'
 import { kvArray, type KvArray, type KvType } from './tensor-dtype.ts'
 
 /**
- * Which prefix-cache blocks a cache's buffers hold, row by row: `rows[r][k]`, where set, is the
- * block whose K/V sit in row r's tokens from k × its token count, in buffers of this layout
- * ([rowCapacity, kvHeads, capacity, headDim]). A block is a new object at every save
- * (kv-block.ts readBlock), so the same object means the same K/V.
+ * Which blocks a cache's buffers hold, row by row: `rows[r]` are blocks whose K/V sit in row r's
+ * first tokens, one after another from token 0, in buffers of this layout ([rowCapacity, kvHeads,
+ * capacity, headDim]). A block is a new object at every save (kv-block.ts readBlock), so the
+ * same object means the same K/V.
  */
 export interface BufferContents {
   rowCapacity: number
   capacity: number
-  rows: ReadonlyArray<ReadonlyArray<KvBlock | undefined>>
+  rows: ReadonlyArray<readonly KvBlock[]>
 }
 
 /**

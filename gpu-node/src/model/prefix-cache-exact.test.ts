@@ -21,11 +21,13 @@ import { InProcessRunner } from '../../test/support/in-process-runner.ts'
 /**
  * The prefix cache never changes a token: greedy and seeded requests give the same tokens with
  * the cache as with PREFIX_CACHE_MB=0 — alone, batched, concurrently with requests sharing the
- * same prefix, after evictions, for prompts whose shared part ends mid-block and for follow-up
- * turns whose prompt holds the previous answer (generated blocks) — on both KV layouts (slot,
- * concat) and both position schemes (learned: tiny; RoPE: tiny-llama, and the trained zl-code). The controls save each
- * block one token off (a wrong position) or hand a prefill another block's KV (a stale block):
- * both must change tokens, so the test can fail.
+ * same prefix, after evictions, for prompts whose shared part ends mid-block, for follow-up
+ * turns whose prompt holds the previous answer (generated blocks), and for one-block prompts
+ * whose block is cached but not reused (taking buffers that held another prompt's block) — on
+ * both KV layouts (slot, concat) and both position schemes (learned: tiny; RoPE: tiny-llama, and
+ * the trained zl-code). The controls save each block one token off (a wrong position), hand a
+ * prefill another block's KV (a stale block), or zero kept buffers under their record (a stale
+ * row): each must change tokens, so the test can fail.
  */
 const BLOCK = 8
 const CHUNK = 16
@@ -88,6 +90,22 @@ async function sequential(engine: Engine, reqs: EngineRequest[]): Promise<Outcom
   return out
 }
 
+/**
+ * Prompts of exactly one block, one at a time: such a prompt reuses nothing (its last token is
+ * computed), yet its block may be cached already, and is then held, not saved. Each request takes
+ * the buffers the last one let go. Q, P, Q again, then P continued: the last one's cached block
+ * is P's, while the buffers it is given last held Q's tokens.
+ */
+async function oneBlockPrompts(engine: Engine, dir: ModelDir): Promise<string[]> {
+  const tok = new ModelTokenizer(dir)
+  const q = tok.encodeText('Question: what do foxes eat in the winter, and why?').slice(0, BLOCK)
+  const p = tok.encodeText('Poem: the river runs under the old stone bridge tonight').slice(0, BLOCK)
+  const req = (id: string, promptTokens: readonly number[]): EngineRequest => ({ id, promptTokens: [...promptTokens], maxTokens: 3, stop: [], sampling: GREEDY, priority: 0, ignoreEos: true })
+  const texts: string[] = []
+  for (const [id, prompt] of [['q', q], ['p', p], ['q-again', q], ['p-continued', [...p, ...tok.encodeText(' and the moon').slice(0, 4)]]] as const) texts.push((await run(engine, req(id, prompt))).text)
+  return texts
+}
+
 /** Tokens of `p` a cache holding `q` serves: their common prefix in whole blocks, short of `p`'s last token. */
 function sharedBlocks(p: readonly number[], q: readonly number[]): number {
   let n = 0
@@ -134,6 +152,11 @@ for (const [preset, kv, path] of MODELS) {
       // Turn 2 reuses its own turn 1, generated tokens included, to the last whole block before its last token.
       r.two.forEach((o, i) => expect(o.usage.cachedTokens).toBeGreaterThan(r.one[i]!.usage.promptTokens - BLOCK))
       expect(r.one[0]!.usage.cacheCreationTokens).toBe(Math.floor(r.one[0]!.usage.promptTokens / BLOCK) * BLOCK)
+    })
+
+    it('gives the same tokens to one-block prompts whose block is cached but not reused', async () => {
+      const reference = await oneBlockPrompts(await engineFor(dir, 0), dir)
+      expect(await oneBlockPrompts(await engineFor(dir, 4096), dir)).toEqual(reference)
     })
 
     it('gives the same tokens with all requests of a turn batched together', async () => {

@@ -2,7 +2,7 @@ import * as ort from 'onnxruntime-node'
 import { modelFeeds, presentsOf, type BatchCache, type KvJoin, type LayerKv, type PrefillCache } from './batch-kv-cache.ts'
 import { kvBytesPerToken } from './runner.ts'
 import type { SessionIo } from './session-io.ts'
-import { readBlock, tokensIn, writeBlocks, type KvBlock } from './kv-block.ts'
+import { blockTokens, readBlock, tokensIn, writeBlocks, type KvBlock } from './kv-block.ts'
 import type { BufferContents, KvBufferSet } from './kv-buffer-set.ts'
 import { kvArray, type KvArray } from './tensor-dtype.ts'
 
@@ -44,11 +44,13 @@ export class SlotKvCache implements BatchCache, PrefillCache {
   private keys: KvArray[] = []
   private values: KvArray[] = []
   /**
-   * Per row, the prefix-cache blocks known to sit in its tokens (BufferContents): restored into
-   * it, or saved from it. Rows only ever write past their tokens, so what is known stays true
-   * while the row lives; rows that move or leave take theirs along (relayout).
+   * Per row, the blocks known to sit in its first tokens, in order from token 0 (BufferContents):
+   * restored into it, saved from it, or held by the buffers it was given. A row writes only from
+   * its token count on, and each write first forgets the known blocks that reach there (a new
+   * row's held ones, which its first tokens overwrite); rows that move or leave take theirs along
+   * (relayout).
    */
-  private known: Array<ReadonlyArray<KvBlock | undefined>> = []
+  private known: Array<readonly KvBlock[]> = []
   /**
    * The bytes these buffers may hold (ModelStep: the KV budget less the other caches). Spare rows
    * and slots are taken only inside it; see `sized`.
@@ -137,11 +139,9 @@ export class SlotKvCache implements BatchCache, PrefillCache {
   readBlock(seqId: number, from: number, count: number, into?: KvBlock): KvBlock {
     const r = this.rowOf(seqId)
     const block = readBlock(this.io, this.keys, this.values, this.rowLayout(r), from, count, into)
-    if (from % count === 0) {
-      const row = [...(this.known[r] ?? [])]
-      row[from / count] = block
-      this.known[r] = row
-    }
+    // Known blocks run from token 0 without a gap: a block saved right after them extends them.
+    const known = this.known[r] ?? []
+    if (from === tokensIn(this.io, known)) this.known[r] = [...known, block]
     return block
   }
 
@@ -151,8 +151,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     if (keep > this.lens[r]!) throw new Error(`row ${from} holds ${this.lens[r]} tokens, not ${keep}`)
     this.seqIds[r] = seqId
     this.lens[r] = keep
-    // Blocks past the cut are no longer there; the rest are not worth finding out.
-    this.known[r] = []
+    this.known[r] = within(this.io, this.known[r] ?? [], keep)
   }
 
   readRow(seqId: number, count: number): KvBlock {
@@ -217,6 +216,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
   acceptRagged(outputs: ort.InferenceSession.ReturnType, counts: readonly number[]): void {
     const { numKvHeads: h, headDim: d } = this.io
     const cap = this.capacity
+    this.known = this.known.map((blocks, r) => within(this.io, blocks, this.lens[r] ?? 0))
     presentsOf(this.io, outputs).forEach((layer, i) => {
       for (const [src, dst] of [[layer.key, this.keys[i]], [layer.value, this.values[i]]] as const) {
         const data = src.data as KvArray
@@ -426,4 +426,12 @@ export class SlotKvCache implements BatchCache, PrefillCache {
 }
 
 const maxOf = (xs: readonly number[]): number => xs.reduce((m, x) => Math.max(m, x), 0)
+
+/** The first of `blocks` (in order from token 0) that end by token `end`. */
+function within(io: SessionIo, blocks: readonly KvBlock[], end: number): readonly KvBlock[] {
+  let at = 0
+  let n = 0
+  while (n < blocks.length && (at += blockTokens(io, blocks[n]!)) <= end) n++
+  return n === blocks.length ? blocks : blocks.slice(0, n)
+}
 const roundUp = (n: number, step: number): number => Math.ceil(n / step) * step
