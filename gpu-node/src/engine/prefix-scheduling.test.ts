@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { Scheduler, TAKEOVER_TOKENS, type SchedulerLimits } from './scheduler.ts'
+import { Scheduler, type SchedulerLimits } from './scheduler.ts'
+import { TAKEOVER_TOKENS } from './shared-row.ts'
 import { letterDecoder, ScriptedRunner } from '../../test/support/scripted-runner.ts'
 import { Sequence } from './sequence.ts'
 import { GREEDY, type EngineEvent, type RequestEvent } from './types.ts'

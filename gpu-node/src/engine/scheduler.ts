@@ -4,6 +4,7 @@ import type { Sequence } from './sequence.ts'
 import type { EngineLimits, RequestEvent } from './types.ts'
 import { DEFAULT_PREFIX_BLOCK_TOKENS, type Batching, type BlockSave, type DonorRow as Donor, type PrefillPart, type StepPlan, type StepResult, type Takeover } from '../model/runner.ts'
 import { PrefixCache } from './prefix-cache.ts'
+import { longestSharedRow, TAKEOVER_TOKENS } from './shared-row.ts'
 import { Speculation } from './speculation.ts'
 import { CLASS_PRIORITY } from '../../../shared/src/priority.ts'
 
@@ -21,12 +22,6 @@ export interface SchedulerLimits extends EngineLimits {
 }
 
 const NO_EVENTS: readonly RequestEvent[] = Object.freeze([])
-
-/**
- * The most prompt tokens a takeover feeds in a decode step: every row of a ragged step is padded
- * to the widest, so a longer rest is prefilled on its own (from a copy of the row) instead.
- */
-export const TAKEOVER_TOKENS = 4
 
 /** The most `prefillChunkTokens` one tick's chunk may span: a burst's step stays bounded in time and memory. */
 export const BURST_CHUNKS = 8
@@ -359,27 +354,13 @@ export class Scheduler {
     this.hooks.onScheduled?.(seq)
   }
 
-  /**
-   * A batch row (running, or released by the next plan) of the same cache salt whose KV holds
-   * more of `seq`'s first tokens than its `cached` block-aligned prefix: the longest such. An
-   * editor's next keystroke continues the request it supersedes past the last whole block; the
-   * prefix cache keeps whole blocks only. At least the prompt's last token is left to compute
-   * (its logits). Off with the prefix cache.
-   */
+  /** A batch row (running, or released by the next plan) to continue (shared-row.ts); off with the prefix cache. */
   private donorFor(seq: Sequence, cached: number): Donor | undefined {
     if (!this.prefix) return undefined
-    const most = seq.tokens.length - 1
-    let best: Donor | undefined
-    for (const row of [...this.running, ...this.releasing]) {
-      // A row taken over this tick holds only its kept tokens until the plan's decode step.
-      if (row === seq || row.req.cacheSalt !== seq.req.cacheSalt || this.takeovers.some((t) => t.seqId === row.seqId)) continue
-      const limit = Math.min(most, row.kvLen)
-      let n = 0
-      while (n < limit && row.tokens[n] === seq.tokens[n]) n++
-      // Less than a block is no better than a fresh prompt (the prefix cache's floor too).
-      if (n > (best?.tokens ?? cached) && n >= this.prefix.blockTokens) best = { seqId: row.seqId, tokens: n }
-    }
-    return best
+    // A row taken over this tick holds only its kept tokens until the plan's decode step.
+    const taken = new Set(this.takeovers.map((t) => t.seqId))
+    const rows = [...this.running, ...this.releasing].filter((r) => !taken.has(r.seqId))
+    return longestSharedRow(seq, rows, cached, this.prefix.blockTokens)
   }
 
   /**
@@ -391,7 +372,7 @@ export class Scheduler {
   private admitPrefill(nowMs: number, chunk: number): void {
     if (this.prefilling.length > 0) return
     let longest = 0
-    /** This tick's chunk: whole prompts left-padded into one run, or prompts continuing cached prefixes, each its own run. */
+    /** This tick's chunk: whole prompts left-padded into one run, or prompts continuing cached prefixes (or rows), one ragged run. */
     let kind: 'padded' | 'continued' | undefined
     let longestRest = 0
     for (;;) {

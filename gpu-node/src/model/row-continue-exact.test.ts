@@ -6,7 +6,7 @@ import { API_SAMPLING_DEFAULTS, GREEDY } from '../../../shared/src/generation.ts
 import { openEditedEngine, type EditedEngineOptions } from '../../test/support/edited-engine.ts'
 import { generateModel } from '../../tools/generate-model/generate-model.ts'
 import type { Engine } from '../engine/engine.ts'
-import { TAKEOVER_TOKENS } from '../engine/scheduler.ts'
+import { TAKEOVER_TOKENS } from '../engine/shared-row.ts'
 import type { EngineEvent, EngineRequest, Usage } from '../engine/types.ts'
 import { DEFAULT_MODEL_DIR } from '../config.ts'
 import { readModelDir, type ModelDir } from './model-dir.ts'
