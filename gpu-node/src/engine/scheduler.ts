@@ -179,7 +179,7 @@ export class Scheduler {
     if (plan.decode && this.speculation) {
       // A verify step attends over each row's drafts too: they stay within the KV budget.
       const perRow = Math.floor(this.limits.kvBudgetBytes / this.limits.kvBytesPerToken / this.running.length)
-      const taken = new Set(this.takeovers.map((t) => t.seqId))
+      const taken = this.takenOver()
       const rows = taken.size > 0 ? this.running.filter((s) => !taken.has(s.seqId)) : this.running
       const drafts = this.speculation.plan(rows, perRow - this.longestRunning(), plan.prefill.length > 0 || this.queue.length > 0)
       if (drafts.length > 0) plan.drafts = drafts
@@ -358,9 +358,14 @@ export class Scheduler {
   private donorFor(seq: Sequence, cached: number): Donor | undefined {
     if (!this.prefix) return undefined
     // A row taken over this tick holds only its kept tokens until the plan's decode step.
-    const taken = new Set(this.takeovers.map((t) => t.seqId))
+    const taken = this.takenOver()
     const rows = [...this.running, ...this.releasing].filter((r) => !taken.has(r.seqId))
     return longestSharedRow(seq, rows, cached, this.prefix.blockTokens)
+  }
+
+  /** The sequences that take over a row in the plan being built: their rows are fed their prompts. */
+  private takenOver(): Set<number> {
+    return new Set(this.takeovers.map((t) => t.seqId))
   }
 
   /**

@@ -77,10 +77,12 @@ export class ModelStep {
     // A donor row may be released by this very plan: its tokens are copied first.
     for (const p of plan.prefill) if (p.start?.donor) this.donated.set(p.seqId, this.batch.readRow(p.start.donor.seqId, p.start.donor.tokens))
     const takeovers = plan.takeover ?? []
-    if (takeovers.length > 0 && !(this.batch instanceof SlotKvCache && plan.decode)) throw new Error('a takeover needs the slot cache and a decode step')
+    // Rows of several tokens in one decode step (drafts, takeovers) need the slot cache.
+    const slots = this.batch instanceof SlotKvCache ? this.batch : undefined
+    if (takeovers.length > 0 && !(slots && plan.decode)) throw new Error('a takeover needs the slot cache and a decode step')
     for (const t of takeovers) {
       this.forget(t.from)
-      ;(this.batch as SlotKvCache).takeOver(t.from, t.seqId, t.keep)
+      slots!.takeOver(t.from, t.seqId, t.keep)
       await this.prepareSampling(t.seqId, t.start)
     }
     const released = new Set(plan.release)
@@ -89,8 +91,7 @@ export class ModelStep {
     const result: StepResult = { decoded: { seqIds: [], tokens: [] }, joined: { seqIds: [], tokens: [] }, kvRows: 0, kvTokens: 0, decodeMs: 0, prefillMs: 0 }
     if (plan.decode && this.batch.rows > 0) {
       const t0 = performance.now()
-      const ragged = (plan.drafts?.length || takeovers.length) && this.batch instanceof SlotKvCache
-      result.decoded = ragged ? await this.verify(this.batch as SlotKvCache, plan.drafts ?? [], takeovers) : await this.decode()
+      result.decoded = slots && (plan.drafts?.length || takeovers.length) ? await this.verify(slots, plan.drafts ?? [], takeovers) : await this.decode()
       result.decodeMs = performance.now() - t0
     }
     if (plan.prefill.length > 0) {
@@ -144,17 +145,18 @@ export class ModelStep {
       seqIds.map(async (id, r) => {
         const tokens: number[] = []
         const logprobs: Array<TokenLogprob | null> = []
-        // A takeover's fed tokens are its prompt's: its first token is sampled after the last.
-        for (let i = prompts.has(id) ? fed[r]!.length - 1 : 0; i < fed[r]!.length; i++) {
+        // A takeover's fed tokens are its prompt's: all are kept, its first token sampled after the last.
+        const prompt = prompts.has(id)
+        for (let i = prompt ? fed[r]!.length - 1 : 0; i < fed[r]!.length; i++) {
           const { token, logprob } = await this.choose(id, this.logitsAt(outputs, r, i))
           tokens.push(token)
           logprobs.push(logprob ?? null)
           if (token !== fed[r]![i + 1]) break
         }
-        return { tokens, logprobs }
+        return { tokens, logprobs, kept: prompt ? fed[r]!.length : tokens.length }
       }),
     )
-    cache.acceptRagged(outputs, rows.map((row, r) => (prompts.has(seqIds[r]!) ? fed[r]!.length : row.tokens.length)))
+    cache.acceptRagged(outputs, rows.map((row) => row.kept))
     rows.forEach((row, r) => (cache.nextTokens[r] = row.tokens.at(-1)!))
     const decoded: StepResult['decoded'] = { seqIds, tokens: rows.map((row) => row.tokens[0]!), more: rows.map((row) => row.tokens.slice(1)) }
     if (this.logprobRows.size > 0) {

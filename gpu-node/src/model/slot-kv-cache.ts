@@ -426,6 +426,7 @@ export class SlotKvCache implements BatchCache, PrefillCache {
 }
 
 const maxOf = (xs: readonly number[]): number => xs.reduce((m, x) => Math.max(m, x), 0)
+const roundUp = (n: number, step: number): number => Math.ceil(n / step) * step
 
 /** The first of `blocks` (in order from token 0) that end by token `end`. */
 function within(io: SessionIo, blocks: readonly KvBlock[], end: number): readonly KvBlock[] {
@@ -434,4 +435,3 @@ function within(io: SessionIo, blocks: readonly KvBlock[], end: number): readonl
   while (n < blocks.length && (at += blockTokens(io, blocks[n]!)) <= end) n++
   return n === blocks.length ? blocks : blocks.slice(0, n)
 }
-const roundUp = (n: number, step: number): number => Math.ceil(n / step) * step
