@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { Scheduler, type SchedulerLimits } from './scheduler.ts'
-import { TAKEOVER_TOKENS } from './shared-row.ts'
+import { FED_PADDING_TOKENS, mayFeed } from './shared-row.ts'
 import { letterDecoder, ScriptedRunner } from '../../test/support/scripted-runner.ts'
 import { Sequence } from './sequence.ts'
 import { GREEDY, type EngineEvent, type RequestEvent } from './types.ts'
@@ -210,12 +210,57 @@ describe('a prompt continuing a batch row in the scheduler', () => {
     expect(sched.prefix!.stats).toMatchObject({ hits: 11 })
   })
 
-  it('copies a running row, or one whose rest is too long to ride on a decode step, into a prefill', async () => {
-    const running = await keystroke([...system, 21, 22], { supersede: false })
-    expect(running.plan.takeover).toBeUndefined()
-    expect(running.plan.prefill).toEqual([expect.objectContaining({ seqId: running.b.seqId, tokens: [22], start: expect.objectContaining({ donor: { seqId: running.a.seqId, tokens: 11 } }) })])
-    expect(textOf(running.b)).toBe(await alone([...system, 21, 22]))
-    const long = [...system, 21, ...range(TAKEOVER_TOKENS + 1, 30)]
+  it('restores a copy of a running row as a new row, the rest fed by the decode step', async () => {
+    const next = [...system, 21, 22]
+    const { a, b, plan } = await keystroke(next, { supersede: false })
+    expect(plan.takeover).toBeUndefined()
+    expect(plan.restore).toEqual([expect.objectContaining({ seqId: b.seqId, donor: { seqId: a.seqId, tokens: 11 }, tokens: [22] })])
+    expect(plan.decode).toBe(true)
+    expect(plan.prefill).toEqual([])
+    expect(finishOf(b)).toMatchObject({ usage: { promptTokens: 12, cachedTokens: 11 } })
+    expect(textOf(b)).toBe(await alone(next))
+  })
+
+  it('restores a new row from cached blocks when no row shares more', async () => {
+    // b shares a's first two blocks and nothing after them: the cache's blocks, not a's row.
+    const next = [...system.slice(0, 2 * B), 50, 51]
+    const { b, plan } = await keystroke(next, { supersede: false })
+    expect(plan.restore).toEqual([expect.objectContaining({ seqId: b.seqId, prefix: [expect.any(Number), expect.any(Number)], tokens: [50, 51] })])
+    expect(plan.restore![0]).not.toHaveProperty('donor')
+    expect(plan.prefill).toEqual([])
+    expect(textOf(b)).toBe(await alone(next))
+  })
+
+  it('prefills, ahead of the batch rows, an interactive prompt it would otherwise restore beside them', async () => {
+    const sched = new Scheduler(limits({ raggedDecode: true }))
+    const runner = new ScriptedRunner({}, undefined, B)
+    const batch = seq([...system, 21], 20, 1000)
+    sched.add(batch)
+    for (let i = 0; i < 2; i++) {
+      const plan = sched.schedule(0)
+      deliver(sched.update(plan, await runner.step(plan)))
+    }
+    const next = [...system.slice(0, 2 * B), 50, 51]
+    const interactive = seq(next, 3, 0)
+    sched.add(interactive)
+    const plan = structuredClone(sched.schedule(0))
+    deliver(sched.update(plan, await runner.step(plan)))
+    await drive(sched, runner)
+    expect(plan.restore).toBeUndefined()
+    expect(plan.decode).toBe(false)
+    expect(plan.prefill).toEqual([expect.objectContaining({ seqId: interactive.seqId, tokens: [50, 51], start: expect.objectContaining({ prefix: [expect.any(Number), expect.any(Number)] }) })])
+    expect(textOf(interactive)).toBe(await alone(next))
+  })
+
+  it('prefills a rest too wide to ride on the decode step, from a copy of the row', async () => {
+    // Beside a's row (one token a step), a rest of 33 would pad the step past the 64-token chunk.
+    const wide = [...system, 21, ...range(33, 100)]
+    const running = await keystroke(wide, { supersede: false })
+    expect(running.plan.restore).toBeUndefined()
+    expect(running.plan.prefill[0]!.start!.donor).toEqual({ seqId: running.a.seqId, tokens: 11 })
+    expect(textOf(running.b)).toBe(await alone(wide))
+    // Alone in the step (its predecessor left), a rest runs there up to a whole chunk; past it, a prefill.
+    const long = [...system, 21, ...range(65, 100)]
     const longRest = await keystroke(long, { supersede: true })
     expect(longRest.plan.takeover).toBeUndefined()
     expect(longRest.plan.release).toContain(longRest.a.seqId)
@@ -236,5 +281,19 @@ describe('a prompt continuing a batch row in the scheduler', () => {
     const short = await keystroke([...system.slice(0, B - 1), 40, 41], { supersede: true })
     expect(short.plan.takeover).toBeUndefined()
     expect(short.plan.prefill[0]!.start).not.toHaveProperty('donor')
+  })
+})
+
+describe('which prompts ride on the decode step (mayFeed)', () => {
+  it('feeds up to 4 tokens beside 15 plain rows, more into a small batch, and never past the chunk', () => {
+    expect(FED_PADDING_TOKENS).toBe(48)
+    expect(mayFeed(15, [], 4, 128)).toBe(true)
+    expect(mayFeed(15, [], 5, 128)).toBe(false)
+    expect(mayFeed(1, [], 5, 128)).toBe(true)
+    // Keystrokes arriving together share the width they pad to.
+    expect(mayFeed(1, Array(14).fill(5), 5, 128)).toBe(true)
+    expect(mayFeed(1, Array(14).fill(5), 2, 128)).toBe(true)
+    expect(mayFeed(0, [], 64, 64)).toBe(true)
+    expect(mayFeed(0, [], 65, 64)).toBe(false)
   })
 })

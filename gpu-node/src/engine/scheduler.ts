@@ -2,9 +2,9 @@ import { continuousBatching, type BatchingPolicy } from './batching-policy.ts'
 import { AdmissionQueue } from './admission-queue.ts'
 import type { Sequence } from './sequence.ts'
 import type { EngineLimits, RequestEvent } from './types.ts'
-import { DEFAULT_PREFIX_BLOCK_TOKENS, type Batching, type BlockSave, type DonorRow as Donor, type PrefillPart, type StepPlan, type StepResult, type Takeover } from '../model/runner.ts'
+import { DEFAULT_PREFIX_BLOCK_TOKENS, type Batching, type BlockSave, type DonorRow as Donor, type PrefillPart, type Restore, type StepPlan, type StepResult, type Takeover } from '../model/runner.ts'
 import { PrefixCache } from './prefix-cache.ts'
-import { longestSharedRow, TAKEOVER_TOKENS } from './shared-row.ts'
+import { longestSharedRow, mayFeed } from './shared-row.ts'
 import { Speculation } from './speculation.ts'
 import { CLASS_PRIORITY } from '../../../shared/src/priority.ts'
 
@@ -75,6 +75,8 @@ export class Scheduler {
   private releasing: Sequence[] = []
   /** Rows the next plan hands to new sequences (their KV is complete only after its decode step). */
   private takeovers: Takeover[] = []
+  /** New rows the next plan restores from cached prefixes (complete, as takeovers, only after its decode step). */
+  private restores: Restore[] = []
   /** Events produced since the engine last took them (cancels, deadline drops, step updates). */
   private outbox: RequestEvent[] = []
   private readonly bySeqId = new Map<number, Sequence>()
@@ -171,22 +173,24 @@ export class Scheduler {
     this.preemptToFitBudget()
     const chunk = chunkFor(this.limits.prefillChunkTokens, this.queue.before(CLASS_PRIORITY.batch), this.running.length)
     this.admitPrefill(nowMs, chunk)
-    // A takeover's prompt rides on the decode step: it runs even ahead of a better prefill.
-    const decode = this.running.length > 0 && (this.takeovers.length > 0 || !this.prefillsAhead())
+    // A takeover's or a restore's prompt rides on the decode step: it runs even ahead of a better prefill.
+    const decode = this.running.length > 0 && (this.takeovers.length + this.restores.length > 0 || !this.prefillsAhead())
     const plan: StepPlan = { release: this.releases, decode, prefill: this.prefilling.filter((seq) => !seq.forked).map((seq) => this.prefillPart(seq, chunk)) }
     if (this.saves.length > 0) plan.save = this.saves
     if (this.takeovers.length > 0) plan.takeover = this.takeovers
+    if (this.restores.length > 0) plan.restore = this.restores
     if (plan.decode && this.speculation) {
       // A verify step attends over each row's drafts too: they stay within the KV budget.
       const perRow = Math.floor(this.limits.kvBudgetBytes / this.limits.kvBytesPerToken / this.running.length)
-      const taken = this.takenOver()
-      const rows = taken.size > 0 ? this.running.filter((s) => !taken.has(s.seqId)) : this.running
+      const fed = this.fedRows()
+      const rows = fed.size > 0 ? this.running.filter((s) => !fed.has(s.seqId)) : this.running
       const drafts = this.speculation.plan(rows, perRow - this.longestRunning(), plan.prefill.length > 0 || this.queue.length > 0)
       if (drafts.length > 0) plan.drafts = drafts
     }
     this.releases = []
     this.releasing = []
     this.takeovers = []
+    this.restores = []
     this.saves = []
     return plan
   }
@@ -354,18 +358,50 @@ export class Scheduler {
     this.hooks.onScheduled?.(seq)
   }
 
+  /**
+   * `seq` joins the batch now as a new row restored from its cached prefix (its blocks, or a copy
+   * of `donor`'s row), the rest of its prompt fed by the next decode step (Restore): no prefill
+   * run of its own, and no copy of its KV into the batch after one. The plan adds its row after
+   * its releases; nothing preempts it before then, as later admissions in the tick are of its
+   * priority or worse (the queue's order) and preemptFor takes only worse rows.
+   */
+  private restore(seq: Sequence, donor?: Donor): void {
+    this.reusePrefix(seq, donor)
+    seq.state = 'running'
+    seq.donor = undefined
+    seq.prefilled = seq.tokens.length
+    seq.kvLen = seq.tokens.length - 1
+    this.running.push(seq)
+    const from = donor ? { donor } : { prefix: seq.blocks.map((b) => b.slot) }
+    this.restores.push({ seqId: seq.seqId, ...from, tokens: seq.tokens.slice(seq.reused), start: startOf(seq) })
+    this.policy.admitted()
+    this.hooks.onScheduled?.(seq)
+  }
+
   /** A batch row (running, or released by the next plan) to continue (shared-row.ts); off with the prefix cache. */
   private donorFor(seq: Sequence, cached: number): Donor | undefined {
     if (!this.prefix) return undefined
-    // A row taken over this tick holds only its kept tokens until the plan's decode step.
-    const taken = this.takenOver()
-    const rows = [...this.running, ...this.releasing].filter((r) => !taken.has(r.seqId))
+    // A row fed its prompt this tick holds only its cached tokens until the plan's decode step.
+    const fed = this.fedRows()
+    const rows = [...this.running, ...this.releasing].filter((r) => !fed.has(r.seqId))
     return longestSharedRow(seq, rows, cached, this.prefix.blockTokens)
   }
 
-  /** The sequences that take over a row in the plan being built: their rows are fed their prompts. */
-  private takenOver(): Set<number> {
-    return new Set(this.takeovers.map((t) => t.seqId))
+  /** The sequences whose rows the plan being built feeds their prompts (takeovers, restores). */
+  private fedRows(): Set<number> {
+    return new Set([...this.takeovers, ...this.restores].map((t) => t.seqId))
+  }
+
+  /**
+   * Whether the next decode step can also feed `seq`'s `rest` (shared-row.ts mayFeed); slot path
+   * only. Not a prompt of better priority than every running row: it is prefilled ahead of their
+   * decode step instead (prefillsAhead), not made to wait for it.
+   */
+  private feedsRest(seq: Sequence, rest: number, chunk: number): boolean {
+    if (!this.limits.raggedDecode) return false
+    if (this.running.length > 0 && this.running.every((r) => r.priority > seq.priority)) return false
+    const fed = [...this.takeovers, ...this.restores].map((t) => t.tokens.length)
+    return mayFeed(this.running.length - fed.length, fed, rest, chunk)
   }
 
   /**
@@ -399,11 +435,14 @@ export class Scheduler {
       const hit = donor?.tokens ?? blocks * (this.prefix?.blockTokens ?? 0)
       const len = next.tokens.length
       const rest = len - hit
-      const from = donor && this.limits.raggedDecode && rest <= TAKEOVER_TOKENS ? this.releasing.find((s) => s.seqId === donor.seqId) : undefined
-      if (from) {
+      // A short rest rides on the decode step: in the row it continues when that row is released
+      // now (a takeover), else in a new row restored from the cached prefix.
+      if (hit > 0 && this.feedsRest(next, rest, chunk)) {
         while (!this.fits(next)) if (!this.preemptFor(next)) return
         this.queue.shift()
-        this.takeOver(next, from, hit)
+        const from = donor && this.releasing.find((s) => s.seqId === donor.seqId)
+        if (from) this.takeOver(next, from, hit)
+        else this.restore(next, donor)
         continue
       }
       const width = Math.max(longest, len)

@@ -66,6 +66,11 @@ export class KvBufferSet {
     return same ? { arrays, rows: c.rows } : { arrays }
   }
 
+  /** The rows the kept buffers were let go with, when what they hold is known (takeSet). */
+  get keptRows(): number | undefined {
+    return this.contents?.rowCapacity
+  }
+
   /**
    * How many slots of `perSlot` elements each kept buffer holds for `rows` rows (the fewest of
    * them); 0 when none is kept. A cache that needs no more takes that capacity and so the

@@ -3,7 +3,7 @@ import * as ort from 'onnxruntime-node'
 import { SequenceSampler } from '../sampling/sampler.ts'
 import { BatchKvCache, ConcatPrefill, emptyLayers, modelFeeds, presentsOf, type BatchCache, type KvJoin, type PrefillCache } from './batch-kv-cache.ts'
 import type { SessionIo } from './session-io.ts'
-import { DEFAULT_PREFIX_BLOCK_TOKENS, type PrefillPart, type RowDraft, type StepPlan, type StepResult, type Takeover } from './runner.ts'
+import { DEFAULT_PREFIX_BLOCK_TOKENS, type PrefillPart, type RowDraft, type StepPlan, type StepResult, type DonorRow } from './runner.ts'
 import { KvBufferSet } from './kv-buffer-set.ts'
 import { SlotKvCache } from './slot-kv-cache.ts'
 import { floatsOf } from './tensor-dtype.ts'
@@ -74,12 +74,15 @@ export class ModelStep {
     // Before any release: a finishing sequence's last blocks are saved from its row.
     // An evicted slot's buffers are written over in place: a full cache saves without allocating.
     for (const s of plan.save ?? []) this.blocks.set(s.slot, this.batch.readBlock(s.seqId, s.from, this.prefixBlockTokens, this.blocks.get(s.slot)))
-    // A donor row may be released by this very plan: its tokens are copied first.
-    for (const p of plan.prefill) if (p.start?.donor) this.donated.set(p.seqId, this.batch.readRow(p.start.donor.seqId, p.start.donor.tokens))
     const takeovers = plan.takeover ?? []
-    // Rows of several tokens in one decode step (drafts, takeovers) need the slot cache.
+    const restores = plan.restore ?? []
+    // A donor row may be released by this very plan: its tokens are copied first.
+    for (const p of [...plan.prefill.map((p) => ({ seqId: p.seqId, donor: p.start?.donor })), ...restores]) {
+      if (p.donor) this.donated.set(p.seqId, this.batch.readRow(p.donor.seqId, p.donor.tokens))
+    }
+    // Rows of several tokens in one decode step (drafts, takeovers, restores) need the slot cache.
     const slots = this.batch instanceof SlotKvCache ? this.batch : undefined
-    if (takeovers.length > 0 && !(slots && plan.decode)) throw new Error('a takeover needs the slot cache and a decode step')
+    if (takeovers.length + restores.length > 0 && !(slots && plan.decode)) throw new Error('a takeover or a restore needs the slot cache and a decode step')
     for (const t of takeovers) {
       this.forget(t.from)
       slots!.takeOver(t.from, t.seqId, t.keep)
@@ -88,10 +91,17 @@ export class ModelStep {
     const released = new Set(plan.release)
     for (const id of released) this.forget(id)
     this.batch.relayout(released)
+    if (restores.length > 0) {
+      for (const r of restores) await this.prepareSampling(r.seqId, r.start)
+      // Room for the step's widest row: a restore's rest, a takeover's, a draft after its token.
+      const width = Math.max(1, ...restores.map((r) => r.tokens.length), ...takeovers.map((t) => t.tokens.length), ...(plan.drafts ?? []).map((d) => d.tokens.length + 1))
+      slots!.addRows(restores.map((r) => r.seqId), restores.map((r) => this.startBlocks(r.seqId, r)), width)
+    }
     const result: StepResult = { decoded: { seqIds: [], tokens: [] }, joined: { seqIds: [], tokens: [] }, kvRows: 0, kvTokens: 0, decodeMs: 0, prefillMs: 0 }
     if (plan.decode && this.batch.rows > 0) {
       const t0 = performance.now()
-      result.decoded = slots && (plan.drafts?.length || takeovers.length) ? await this.verify(slots, plan.drafts ?? [], takeovers) : await this.decode()
+      const fed = [...takeovers, ...restores]
+      result.decoded = slots && (plan.drafts?.length || fed.length) ? await this.verify(slots, plan.drafts ?? [], fed) : await this.decode()
       result.decodeMs = performance.now() - t0
     }
     if (plan.prefill.length > 0) {
@@ -135,20 +145,22 @@ export class ModelStep {
    * after its last: those tokens are what plain decoding would have produced. The KV kept is that
    * of the tokens fed up to there; the last token sampled is fed next.
    */
-  private async verify(cache: SlotKvCache, drafts: readonly RowDraft[], takeovers: readonly Takeover[]): Promise<StepResult['decoded']> {
+  private async verify(cache: SlotKvCache, drafts: readonly RowDraft[], promptRows: ReadonlyArray<{ seqId: number; tokens: number[] }>): Promise<StepResult['decoded']> {
     const byId = new Map(drafts.map((d) => [d.seqId, d.tokens]))
-    const prompts = new Map(takeovers.map((t) => [t.seqId, t.tokens]))
+    const prompts = new Map(promptRows.map((t) => [t.seqId, t.tokens]))
     const seqIds = cache.seqIds.slice()
     const fed = seqIds.map((id, r) => prompts.get(id) ?? [cache.nextTokens[r]!, ...(byId.get(id) ?? [])])
-    const outputs = await this.session.run(cache.feedsRagged(fed))
+    const width = fed.reduce((m, t) => Math.max(m, t.length), 0)
+    // A prompt row reads the logits of its last token only; a decoding row, from its first.
+    const outputs = await this.session.run(cache.feedsRagged(fed, seqIds.map((id, r) => (prompts.has(id) ? fed[r]!.length - 1 : 0))))
     const rows = await Promise.all(
       seqIds.map(async (id, r) => {
         const tokens: number[] = []
         const logprobs: Array<TokenLogprob | null> = []
-        // A takeover's fed tokens are its prompt's: all are kept, its first token sampled after the last.
+        // A takeover's or a restore's fed tokens are its prompt's: all are kept, its first token sampled after the last.
         const prompt = prompts.has(id)
         for (let i = prompt ? fed[r]!.length - 1 : 0; i < fed[r]!.length; i++) {
-          const { token, logprob } = await this.choose(id, this.logitsAt(outputs, r, i))
+          const { token, logprob } = await this.choose(id, this.logitsAt(outputs, r, i, width))
           tokens.push(token)
           logprobs.push(logprob ?? null)
           if (token !== fed[r]![i + 1]) break
@@ -240,15 +252,16 @@ export class ModelStep {
       return joins
     }
     for (const p of parts) await this.prepareSampling(p.seqId, p.start!)
-    const blocks = parts.map((p) => this.startBlocks(p))
+    const blocks = parts.map((p) => this.startBlocks(p.seqId, p.start))
     const cache = this.bounded(new SlotKvCache(this.io, undefined, 1))
     const slots = parts.reduce((m, p, r) => Math.max(m, tokensIn(this.io, blocks[r]!) + p.tokens.length + 1), 0)
     cache.startRows(parts.map((p) => p.seqId), blocks, slots)
-    const outputs = await this.session.run(cache.feedsRagged(parts.map((p) => p.tokens)))
+    const outputs = await this.session.run(cache.feedsRagged(parts.map((p) => p.tokens), parts.map((p) => p.tokens.length - 1)))
+    const width = parts.reduce((m, p) => Math.max(m, p.tokens.length), 0)
     cache.acceptRagged(outputs, parts.map((p) => p.tokens.length))
     const joins: KvJoin[] = []
     for (const [r, p] of parts.entries()) {
-      const logits = this.logitsAt(outputs, r, p.tokens.length - 1)
+      const logits = this.logitsAt(outputs, r, p.tokens.length - 1, width)
       const raw = p.forks?.length ? logits.slice() : undefined
       joins.push(...(await this.withForks(p, cache.joinRow(r, await this.first(p.seqId, logits)), raw)))
     }
@@ -303,12 +316,12 @@ export class ModelStep {
     this.logprobRows.delete(id)
   }
 
-  /** What a sequence's first part starts from: its donor row's copy, or its prefix-cache blocks. */
-  private startBlocks(p: PrefillPart): KvBlock[] {
-    const donated = this.donated.get(p.seqId)
-    this.donated.delete(p.seqId)
-    if (p.start?.donor && !donated) throw new Error(`sequence ${p.seqId}'s donor row was not copied`)
-    return donated ? [donated] : (p.start?.prefix ?? []).map((slot) => this.savedBlock(slot))
+  /** What a sequence starts from: its donor row's copy, or its prefix-cache blocks. */
+  private startBlocks(seqId: number, start?: { donor?: DonorRow; prefix?: number[] }): KvBlock[] {
+    const donated = this.donated.get(seqId)
+    this.donated.delete(seqId)
+    if (start?.donor && !donated) throw new Error(`sequence ${seqId}'s donor row was not copied`)
+    return donated ? [donated] : (start?.prefix ?? []).map((slot) => this.savedBlock(slot))
   }
 
   /** Creates the sampler (and grammar state) and the empty B=1 cache of a sequence's first prefill part. */
@@ -318,7 +331,7 @@ export class ModelStep {
     const cache = this.bounded(this.io.kvCache === 'slots' ? SlotKvCache.forSequence(this.io, p.seqId) : new ConcatPrefill(this.io))
     // The whole prompt's room, and the first generated token's, before its first chunk (within the budget: bounded()).
     if (cache instanceof SlotKvCache) cache.expect(start.tokens.length + 1)
-    if (continues(p)) cache.startFrom(this.startBlocks(p))
+    if (continues(p)) cache.startFrom(this.startBlocks(p.seqId, p.start))
     this.prefilling.set(p.seqId, cache)
   }
 
@@ -374,11 +387,16 @@ export class ModelStep {
     return this.logitsAt(outputs, row, t.dims[1]! - 1)
   }
 
-  /** Row `row`'s logits at `position` of the positions the run kept. */
-  private logitsAt(outputs: ort.InferenceSession.ReturnType, row: number, position: number): Float32Array {
+  /**
+   * Row `row`'s logits at `position` of the run's `fed` positions, of which it kept the last
+   * (num_logits_to_keep; all of them by default).
+   */
+  private logitsAt(outputs: ort.InferenceSession.ReturnType, row: number, position: number, fed?: number): Float32Array {
     const t = outputs.logits as ort.Tensor
     const [, positions, v] = t.dims as [number, number, number]
-    return floatsOf(t, (row * positions + position) * v, v)
+    const kept = position - ((fed ?? positions) - positions)
+    if (kept < 0) throw new Error(`logits at position ${position} of ${fed} were not kept (${positions} were)`)
+    return floatsOf(t, (row * positions + kept) * v, v)
   }
 
   private samplerOf(seqId: number): SequenceSampler {

@@ -6,7 +6,6 @@ import { API_SAMPLING_DEFAULTS, GREEDY } from '../../../shared/src/generation.ts
 import { openEditedEngine, type EditedEngineOptions } from '../../test/support/edited-engine.ts'
 import { generateModel } from '../../tools/generate-model/generate-model.ts'
 import type { Engine } from '../engine/engine.ts'
-import { TAKEOVER_TOKENS } from '../engine/shared-row.ts'
 import type { EngineEvent, EngineRequest, Usage } from '../engine/types.ts'
 import { DEFAULT_MODEL_DIR } from '../config.ts'
 import { readModelDir, type ModelDir } from './model-dir.ts'
@@ -18,7 +17,8 @@ import { ModelTokenizer } from './tokenizer.ts'
  * tokens it gives alone with no cache: an editor's keystrokes, each request superseding the last.
  * With the predecessor released in the same tick its row is taken over (cut to the shared tokens,
  * the rest of the prompt fed by the decode step); with the predecessor still running its row's
- * shared tokens are copied into a prefill of the rest (a donor). Greedy and seeded, on a
+ * shared tokens are copied (a donor): into a new row the decode step feeds the rest (a restore),
+ * or, on the concat path, into a prefill of the rest. Greedy and seeded, on a
  * learned-position graph, a RoPE graph, the trained default model, and the concat KV path (donor
  * copies only). Each case checks that the path it proves was taken. The controls cut a taken-over
  * row one token short, or copy one token too few from a donor, prompts unchanged: both must change
@@ -100,12 +100,12 @@ async function typed(engine: Engine, reqs: EngineRequest[], supersede: boolean):
   return Promise.all(outcomes)
 }
 
-/** The plans' takeovers and donor starts, counted. */
+/** The plans' takeovers and donor copies (prefill starts' and restores'), counted. */
 function counting() {
   const seen = { takeovers: 0, donors: 0 }
   const rewrite = (plan: StepPlan): StepPlan => {
     seen.takeovers += plan.takeover?.length ?? 0
-    seen.donors += plan.prefill.filter((p) => p.start?.donor).length
+    seen.donors += plan.prefill.filter((p) => p.start?.donor).length + (plan.restore ?? []).filter((r) => r.donor).length
     return plan
   }
   return { seen, rewrite }
@@ -155,6 +155,64 @@ for (const [name, dirOf, opts] of cases) {
   })
 }
 
+/**
+ * Files opened (each completed, the batch emptied), then typed in: each keystroke's prompt
+ * continues its file's cached blocks, restored as a new row that the decode step feeds the rest
+ * (Restore) — into the emptied batch's kept buffers, and beside a row still running. `files`
+ * requests per phase, all at once.
+ */
+async function openThenType(engine: Engine, dir: ModelDir, seeded: boolean): Promise<string[]> {
+  const tok = new ModelTokenizer(dir)
+  const sampling = (i: number) => (seeded ? { ...API_SAMPLING_DEFAULTS, temperature: 0.8, topP: 0.95, seed: 40 + i } : GREEDY)
+  const req = (id: string, text: string, i: number, maxTokens = 12): EngineRequest => ({ id, promptTokens: tok.encodeText(text), maxTokens, stop: [], sampling: sampling(i), priority: 0, ignoreEos: true })
+  const files = ['# a\n', '# bb\n', '# ccc\n'].map((head) => head + LINES)
+  const out: string[] = []
+  const all = (reqs: EngineRequest[]) => Promise.all(reqs.map((r) => finished(engine, r))).then((o) => out.push(...o.map((x) => x.text)))
+  await all(files.map((f, i) => req(`open${i}`, f, i)))
+  await all(files.map((f, i) => req(`type${i}`, `${f}def parse(p`, 10 + i)))
+  // Beside a long answer still running: its row decodes one token a step while the others are fed.
+  const long = finished(engine, req('long', `${files[0]}class Config:\n`, 20, 40))
+  await new Promise<void>((resolve) => {
+    const r = engine.submit(req('first-text', `${files[1]}import re\n`, 21, 1), (e) => e.type === 'finish' && resolve())
+    if (!r.ok) resolve()
+  })
+  await all(files.map((f, i) => req(`more${i}`, `${f}def parse(pa`, 30 + i)))
+  out.push((await long).text)
+  return out
+}
+
+/** The plans' restores: `fromBlocks` those restored from prefix-cache blocks. */
+function countingRestores() {
+  const seen = { restores: 0, fromBlocks: 0 }
+  const rewrite = (plan: StepPlan): StepPlan => {
+    seen.restores += plan.restore?.length ?? 0
+    seen.fromBlocks += (plan.restore ?? []).filter((r) => r.prefix && r.prefix.length > 0).length
+    return plan
+  }
+  return { seen, rewrite }
+}
+
+const RESTORE_LIMITS = { ...LIMITS, prefillChunkTokens: 64 }
+
+for (const [name, dirOf, opts] of cases) {
+  describe(`a request restored from cached blocks as a new row on ${name}`, () => {
+    for (const seeded of [false, true]) {
+      it(`gives the texts it has with no cache, into an emptied batch and beside a running row (${seeded ? 'seeded' : 'greedy'})`, async () => {
+        const dir = dirOf()
+        const plain = await openEditedEngine(dir, { ...opts, limits: { prefillChunkTokens: 16 } })
+        const reference = await openThenType(plain.engine, dir, seeded)
+        await plain.engine.close()
+        expect(reference.every((t) => t.length > 0)).toBe(true)
+        const counted = countingRestores()
+        const cached = await openEditedEngine(dir, { ...opts, limits: RESTORE_LIMITS, rewrite: counted.rewrite })
+        expect(await openThenType(cached.engine, dir, seeded)).toEqual(reference)
+        expect(counted.seen.fromBlocks).toBeGreaterThanOrEqual(6)
+        await cached.engine.close()
+      })
+    }
+  })
+}
+
 describe('a request continuing a batch row on the concat KV path (tiny)', () => {
   it('copies a running row, with the texts it has alone; no row is taken over there', async () => {
     const dir = readModelDir(join(root, 'tiny-concat'))
@@ -172,7 +230,7 @@ describe('a request continuing a batch row on the concat KV path (tiny)', () => 
 })
 
 describe('the row-continuing exactness test can fail (controls, tiny)', () => {
-  it(`catches a taken-over row cut one token short (its prompt fed at the wrong positions; at most ${TAKEOVER_TOKENS} fed)`, async () => {
+  it('catches a taken-over row cut one token short (its prompt fed at the wrong positions)', async () => {
     const dir = readModelDir(join(root, 'tiny'))
     const reqs = keystrokes(dir, false)
     const reference = await alone(dir, reqs, {})
@@ -182,11 +240,23 @@ describe('the row-continuing exactness test can fail (controls, tiny)', () => {
     await e.engine.close()
   })
 
+  it('catches a restored row a block short (its prompt fed at the wrong positions)', async () => {
+    const dir = readModelDir(join(root, 'tiny'))
+    const plain = await openEditedEngine(dir, { limits: { prefillChunkTokens: 16 } })
+    const reference = await openThenType(plain.engine, dir, false)
+    await plain.engine.close()
+    const short = (plan: StepPlan): StepPlan => (plan.restore ? { ...plan, restore: plan.restore.map((r) => (r.prefix?.length ? { ...r, prefix: r.prefix.slice(0, -1) } : r)) } : plan)
+    const e = await openEditedEngine(dir, { limits: RESTORE_LIMITS, rewrite: short })
+    expect(await openThenType(e.engine, dir, false)).not.toEqual(reference)
+    await e.engine.close()
+  })
+
   it("catches a prefill that copies one token too few of its donor's row", async () => {
     const dir = readModelDir(join(root, 'tiny'))
     const reqs = keystrokes(dir, false)
     const reference = await alone(dir, reqs, {})
-    const few = (plan: StepPlan): StepPlan => ({ ...plan, prefill: plan.prefill.map((p) => (p.start?.donor ? { ...p, start: { ...p.start, donor: { ...p.start.donor, tokens: p.start.donor.tokens - 1 } } } : p)) })
+    const fewer = <T extends { donor?: { seqId: number; tokens: number } }>(x: T): T => (x.donor ? { ...x, donor: { ...x.donor, tokens: x.donor.tokens - 1 } } : x)
+    const few = (plan: StepPlan): StepPlan => ({ ...plan, prefill: plan.prefill.map((p) => (p.start ? { ...p, start: fewer(p.start) } : p)), ...(plan.restore ? { restore: plan.restore.map(fewer) } : {}) })
     const e = await openEditedEngine(dir, { limits: LIMITS, rewrite: few })
     expect((await typed(e.engine, reqs, false)).map((o) => o.text)).not.toEqual(reference)
     await e.engine.close()

@@ -159,11 +159,24 @@ export interface Takeover {
 }
 
 /**
+ * A sequence that joins the batch as a new row holding its cached prefix, instead of a prefill:
+ * the row is restored from prefix-cache blocks (`prefix`, their slots) or from a copy of a
+ * running row's first `donor.tokens`, and the decode step feeds it `tokens` (the rest of its
+ * prompt) and samples its first token after the last of them, as for a takeover.
+ */
+export interface Restore {
+  seqId: number
+  prefix?: number[]
+  donor?: DonorRow
+  tokens: number[]
+  start: SequenceStart & { tokens: number[] }
+}
+
+/**
  * One scheduler tick, as plain data. Applied in this order by the runner: `save` (prefix-cache
- * blocks out of the batch rows, before any row is released) and the prefill starts' `donor` rows →
- * `takeover` (rows renamed and cut) →
- * `release` (drop KV and sampler state) → one decode step over every batch row →
- * the prefill chunk. A chunk is either one part of one sequence's prompt (long prompts, split
+ * blocks out of the batch rows, before any row is released) and the `donor` rows of prefill starts
+ * and restores → `takeover` (rows renamed and cut) → `release` (drop KV and sampler state) →
+ * `restore` (new rows after the others) → one decode step over every batch row → the prefill chunk. A chunk is either one part of one sequence's prompt (long prompts, split
  * over ticks) or several whole short prompts run as one left-padded batch; every part that is
  * `last` gets its first token sampled and joins the batch.
  */
@@ -179,6 +192,8 @@ export interface StepPlan {
   drafts?: RowDraft[]
   /** Set only with `decode`: the step that feeds them. */
   takeover?: Takeover[]
+  /** Set only with `decode`, as `takeover`. */
+  restore?: Restore[]
   prefill: PrefillPart[]
 }
 

@@ -10,6 +10,7 @@ import { readModelDir } from './model-dir.ts'
 import { ModelStep } from './model-step.ts'
 import { kvBytesPerToken, type PrefillPart, type StepPlan, type StepResult } from './runner.ts'
 import { readSessionIo, type SessionIo } from './session-io.ts'
+import { openModelSession } from './open-session.ts'
 import { KvBufferSet } from './kv-buffer-set.ts'
 import { SlotKvCache } from './slot-kv-cache.ts'
 import { ONE_THREAD } from '../../test/support/one-thread.ts'
@@ -95,9 +96,10 @@ async function run(dir: string, slotStep?: number, kvBudgetBytes?: number): Prom
 }
 
 /** `fn` with a session on `preset`'s slot-layout graph and what it declares, released after. */
-async function onSlotsSession(preset: string, fn: (session: ort.InferenceSession, io: SessionIo) => Promise<void>): Promise<void> {
+async function onSlotsSession(preset: string, fn: (session: ort.InferenceSession, io: SessionIo) => Promise<void>, lastLogits = false): Promise<void> {
   const model = readModelDir(join(root, `${preset}-slots`))
-  const session = await ort.InferenceSession.create(model.onnxPath, ONE_THREAD)
+  // With `lastLogits`, as served: the load-time edit that gives the graph num_logits_to_keep.
+  const session = lastLogits ? (await openModelSession(model.onnxPath, ONE_THREAD, { config: model.config, lastLogitsEdit: true })).session : await ort.InferenceSession.create(model.onnxPath, ONE_THREAD)
   try {
     await fn(session, readSessionIo(session, model.config))
   } finally {
@@ -229,12 +231,15 @@ for (const preset of ['tiny', 'tiny-llama'] as const) {
         }
         const ragged = new SlotKvCache(io, 4, 1)
         ragged.startRows([0, 1, 2], blocks, 30)
-        const out = await session.run(ragged.feedsRagged(rest))
+        // Each row reads its last token's logits: those from the earliest such position are kept.
+        const out = await session.run(ragged.feedsRagged(rest, rest.map((t) => t.length - 1)))
         ragged.acceptRagged(out, rest.map((t) => t.length))
         const l = out.logits as ort.Tensor
         const [, positions, v] = l.dims as [number, number, number]
+        const skipped = 5 - positions
         for (let r = 0; r < 3; r++) {
-          const row = Array.from((l.data as Float32Array).subarray((r * positions + rest[r]!.length - 1) * v, (r * positions + rest[r]!.length) * v))
+          const at = r * positions + rest[r]!.length - 1 - skipped
+          const row = Array.from((l.data as Float32Array).subarray(at * v, (at + 1) * v))
           const ref = await alone(r)
           expect(Math.max(...row.map((x, i) => Math.abs(x - ref[i]!)))).toBeLessThan(1e-4)
           expect(row.indexOf(Math.max(...row))).toBe(ref.indexOf(Math.max(...ref)))
@@ -242,7 +247,18 @@ for (const preset of ['tiny', 'tiny-llama'] as const) {
         }
         // Control: the padding's K/V kept as if real would make the shorter rows longer.
         expect(ragged.lens).toEqual([13, 5, 15])
-      })
+        // Without the one-token row, fewer positions are kept (from the 3-token row's last) and read the same.
+        const two = new SlotKvCache(io, 4, 1)
+        two.startRows([0, 2], [blocks[0]!, blocks[2]!], 30)
+        const twoOut = (await session.run(two.feedsRagged([rest[0]!, rest[2]!], [4, 2]))).logits as ort.Tensor
+        expect(twoOut.dims[1]).toBe(3)
+        for (const [i, r] of [0, 2].entries()) {
+          const at = i * twoOut.dims[1]! + rest[r]!.length - 1 - (5 - twoOut.dims[1]!)
+          const row = Array.from((twoOut.data as Float32Array).subarray(at * v, (at + 1) * v))
+          const ref = await alone(r)
+          expect(Math.max(...row.map((x, j) => Math.abs(x - ref[j]!)))).toBeLessThan(1e-4)
+        }
+      }, true)
     })
 
     it('gives the same tokens with the default slot step', async () => {

@@ -183,32 +183,56 @@ export class SlotKvCache implements BatchCache, PrefillCache {
     this.lens = seqIds.map(() => 0)
     this.nextTokens = seqIds.map(() => 0)
     this.reserve(seqIds.length, slots, 0)
-    blocks.forEach((b, r) => {
-      // Blocks already in place (the buffers were this row's last turn's) are not written again.
-      const have = this.known[r] ?? []
-      let same = 0
-      while (same < b.length && have[same] === b[same]) same++
-      writeBlocks(this.io, b, this.keys, this.values, this.rowLayout(r), same)
-      this.lens[r] = tokensIn(this.io, b)
-    })
-    this.known = blocks.map((b) => [...b])
+    this.known.length = seqIds.length
+    blocks.forEach((b, r) => this.restoreRow(r, b))
+  }
+
+  /**
+   * New rows after the others, each restored from its own cached blocks (Restore), with room for
+   * the next step's `width` tokens a row: it feeds them the rest of their prompts. Their buffers'
+   * rows held nothing known unless kept buffers are taken for them.
+   */
+  addRows(seqIds: readonly number[], blocks: ReadonlyArray<readonly KvBlock[]>, width: number): void {
+    const first = this.rows
+    this.seqIds = [...this.seqIds, ...seqIds]
+    this.lens = [...this.lens, ...seqIds.map(() => 0)]
+    this.nextTokens = [...this.nextTokens, ...seqIds.map(() => 0)]
+    this.known = [...this.known.slice(0, first), ...seqIds.map(() => [])]
+    // An emptied batch takes back the rows it let go, when they are enough: its rows' K/V may be
+    // in place (a warm turn's one row, a wave of keystrokes), and fresh spare rows cost pages.
+    const kept = first === 0 ? this.buffers?.keptRows : undefined
+    this.reserve(this.rows, Math.max(maxOf(this.lens), ...blocks.map((b) => tokensIn(this.io, b))) + width, first, kept !== undefined && kept >= this.rows ? kept : undefined)
+    blocks.forEach((b, i) => this.restoreRow(first + i, b))
+  }
+
+  /** Row `r` (empty) from `blocks`; blocks already in place (the buffers were this row's last turn's) are not written again. */
+  private restoreRow(r: number, blocks: readonly KvBlock[]): void {
+    const have = this.known[r] ?? []
+    let same = 0
+    while (same < blocks.length && have[same] === blocks[same]) same++
+    writeBlocks(this.io, blocks, this.keys, this.values, this.rowLayout(r), same)
+    this.lens[r] = tokensIn(this.io, blocks)
+    this.known[r] = [...blocks]
   }
 
   /**
    * Feeds for each row's own new tokens, `tokens[r]` (lengths may differ): ids [rows, s] with s the
    * longest, a shorter row padded at its end by repeating its last token. A row's real tokens come
    * first and attend only to themselves and before (the causal mask), so its padding changes none
-   * of their logits or K/V; acceptRagged keeps only the real ones. Every position's logits are
-   * kept (num_logits_to_keep 0): a row's last real token may sit anywhere.
+   * of their logits or K/V; acceptRagged keeps only the real ones. Logits are kept from the
+   * earliest position any row reads, `firstRead[r]` (a prompt's last token; a draft's first), to
+   * the end (num_logits_to_keep; 0 keeps them all): a prompt's other positions would only run the
+   * LM head for nothing.
    */
-  feedsRagged(tokens: ReadonlyArray<readonly number[]>): Record<string, ort.Tensor> {
+  feedsRagged(tokens: ReadonlyArray<readonly number[]>, firstRead: readonly number[]): Record<string, ort.Tensor> {
     const s = tokens.reduce((m, t) => Math.max(m, t.length), 0)
     const ids = new BigInt64Array(this.rows * s)
     tokens.forEach((t, r) => {
       for (let i = 0; i < s; i++) ids[r * s + i] = BigInt(t[Math.min(i, t.length - 1)]!)
     })
     const feeds = this.feeds(ids, s, tokens.map((t) => t.length))
-    if (feeds.num_logits_to_keep) feeds.num_logits_to_keep = new ort.Tensor('int64', BigInt64Array.of(0n), [])
+    const keep = s - Math.min(...firstRead)
+    if (feeds.num_logits_to_keep) feeds.num_logits_to_keep = new ort.Tensor('int64', BigInt64Array.of(BigInt(keep >= s ? 0 : keep)), [])
     return feeds
   }
 
@@ -340,10 +364,10 @@ export class SlotKvCache implements BatchCache, PrefillCache {
    * Makes `rows` rows of `slots` slots fit (a no-op when they do); the first `valid` rows hold
    * data. A row with no tokens yet knows what the new buffers held in its place.
    */
-  private reserve(rows: number, slots: number, valid = this.rows): void {
+  private reserve(rows: number, slots: number, valid = this.rows, rowsWanted?: number): void {
     if (rows <= this.rowCapacity && slots <= this.capacity) return
     // Rows grow to the next multiple of ROW_STEP (joins come a few at a time); slots grow by grownCapacity.
-    const wantRows = rows <= this.rowCapacity ? this.rowCapacity : roundUp(rows, this.rowStep)
+    const wantRows = rows <= this.rowCapacity ? this.rowCapacity : (rowsWanted ?? roundUp(rows, this.rowStep))
     const kept = this.buffers?.slotsFor(wantRows, this.io.numKvHeads * this.io.headDim) ?? 0
     let grown = slots <= this.capacity ? this.capacity : grownCapacity(slots, this.slotStep)
     // Kept buffers that hold the slots are taken whole, their capacity as it is (within twice the

@@ -46,6 +46,11 @@ export class ScriptedRunner implements ModelRunner {
       this.keys.delete(id)
     }
     this.rows = this.rows.filter((r) => !released.has(r.seqId))
+    // A restore adds a row holding its cached prefix; the decode step feeds it the rest as well.
+    for (const r of plan.restore ?? []) {
+      this.rows.push({ seqId: r.seqId, key: promptKey(r.start), len: r.donor?.tokens ?? (r.prefix?.length ?? 0) * this.prefixBlockTokens })
+      fed.set(r.seqId, r.tokens.length)
+    }
     const decoded = { seqIds: [] as number[], tokens: [] as number[] }
     if (plan.decode) {
       for (const row of this.rows) {
