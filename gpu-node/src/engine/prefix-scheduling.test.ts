@@ -252,6 +252,34 @@ describe('a prompt continuing a batch row in the scheduler', () => {
     expect(textOf(interactive)).toBe(await alone(next))
   })
 
+  for (const order of ['a continued batch prompt first', 'a fresh batch prompt first']) {
+    it(`neither feeds nor prefills a batch prompt beside an interactive one prefilled ahead of the batch rows (${order})`, async () => {
+      const sched = new Scheduler(limits({ raggedDecode: true }))
+      const runner = new ScriptedRunner({}, undefined, B)
+      const batch = seq([...system, 21], 20, 1000)
+      sched.add(batch)
+      for (let i = 0; i < 2; i++) {
+        const plan = sched.schedule(0)
+        deliver(sched.update(plan, await runner.step(plan)))
+      }
+      // The queue's order is priority, then arrival: the interactive prompt, then the batch ones as made.
+      const next = [...system.slice(0, 2 * B), 50, 51]
+      const prompts = { more: next, fresh: range(5, 80) }
+      const made = (order.startsWith('a continued') ? (['more', 'fresh'] as const) : (['fresh', 'more'] as const)).map((k) => [k, seq(prompts[k], 3, 1000)] as const)
+      const { more, fresh } = Object.fromEntries(made) as Record<'more' | 'fresh', Sequence>
+      const interactive = seq(range(6, 60), 3, 0)
+      for (const s of [more, fresh, interactive]) sched.add(s)
+      const plan = structuredClone(sched.schedule(0))
+      deliver(sched.update(plan, await runner.step(plan)))
+      await drive(sched, runner)
+      expect(plan.decode).toBe(false)
+      expect(plan.restore).toBeUndefined()
+      expect(plan.prefill.map((p) => p.seqId)).toEqual([interactive.seqId])
+      expect(textOf(more)).toBe(await alone(next))
+      expect(textOf(fresh)).toBe(await alone(range(5, 80)))
+    })
+  }
+
   it('prefills a rest too wide to ride on the decode step, from a copy of the row', async () => {
     // Beside a's row (one token a step), a rest of 33 would pad the step past the 64-token chunk.
     const wide = [...system, 21, ...range(33, 100)]

@@ -394,12 +394,14 @@ export class Scheduler {
 
   /**
    * Whether the next decode step can also feed `seq`'s `rest` (shared-row.ts mayFeed); slot path
-   * only. Not a prompt of better priority than every running row: it is prefilled ahead of their
-   * decode step instead (prefillsAhead), not made to wait for it.
+   * only. A fed row makes the tick decode, so not where that would hold up better work: a prompt
+   * of better priority than every running row is prefilled ahead of their decode step instead
+   * (prefillsAhead), and while one is, a worse prompt is not fed.
    */
   private feedsRest(seq: Sequence, rest: number, chunk: number): boolean {
     if (!this.limits.raggedDecode) return false
     if (this.running.length > 0 && this.running.every((r) => r.priority > seq.priority)) return false
+    if (this.prefilling.some((p) => p.priority < seq.priority)) return false
     const fed = [...this.takeovers, ...this.restores].map((t) => t.tokens.length)
     return mayFeed(this.running.length - fed.length, fed, rest, chunk)
   }
@@ -446,6 +448,8 @@ export class Scheduler {
         continue
       }
       const width = Math.max(longest, len)
+      // A worse prompt never shares a better one's chunk: the better one's first token would wait for it.
+      if (this.prefilling.some((p) => p.priority < next.priority)) return
       if (hit > 0) {
         if (kind === 'padded' || (kind === 'continued' && (this.prefilling.length + 1) * Math.max(longestRest, rest) > chunk)) return
       } else if (kind === 'continued' || (kind === 'padded' && (this.prefilling.length + 1) * width > chunk)) return
