@@ -280,6 +280,29 @@ describe('a prompt continuing a batch row in the scheduler', () => {
     })
   }
 
+  it("takes no step cost for speculative decoding from a step that fed a prompt: it costs the prompt's tokens", async () => {
+    const sched = new Scheduler(limits({ raggedDecode: true, speculation: { mode: 'auto', maxDraft: 4 } }))
+    const runner = new ScriptedRunner({}, undefined, B)
+    const a = seq([...system, 21], 20)
+    sched.add(a)
+    const plain: Array<number | undefined> = []
+    for (let i = 0; i < 3; i++) {
+      const plan = sched.schedule(0)
+      deliver(sched.update(plan, { ...(await runner.step(plan)), decodeMs: 10 }))
+      plain.push(sched.speculation!.costs.plain(1))
+    }
+    const b = seq([...system.slice(0, 2 * B), 50, 51, 52, 53], 3)
+    sched.add(b)
+    const plan = sched.schedule(0)
+    expect(plan.restore).toHaveLength(1)
+    deliver(sched.update(plan, { ...(await runner.step(plan)), decodeMs: 500 }))
+    expect(plain.at(-1)).toBe(10)
+    // The step's rows: a (decoding, perhaps verifying a draft) and b (fed): nothing measured for two rows.
+    expect(sched.speculation!.costs.plain(2)).toBeUndefined()
+    expect(sched.speculation!.costs.measured(2)).toBe(false)
+    expect(sched.speculation!.costs.plain(1)).toBe(10)
+  })
+
   it('prefills a rest too wide to ride on the decode step, from a copy of the row', async () => {
     // Beside a's row (one token a step), a rest of 33 would pad the step past the 64-token chunk.
     const wide = [...system, 21, ...range(33, 100)]

@@ -253,7 +253,9 @@ export class Scheduler {
     const spec = this.speculation
     if (!spec || !plan.decode || result.decoded.seqIds.length === 0) return
     const drafted = new Map((plan.drafts ?? []).map((d) => [d.seqId, d.tokens.length]))
-    spec.observeStep(result.decoded.seqIds.length, 1 + Math.max(0, ...drafted.values()), result.decodeMs)
+    // A step that also fed prompts (takeovers, restores) costs what they did: it measures no step width.
+    const fedPrompts = (plan.takeover?.length ?? 0) + (plan.restore?.length ?? 0) > 0
+    spec.observeStep(result.decoded.seqIds.length, 1 + Math.max(0, ...drafted.values()), fedPrompts ? undefined : result.decodeMs)
     result.decoded.seqIds.forEach((id, i) => {
       const proposed = drafted.get(id)
       if (proposed !== undefined) spec.observeRow(id, proposed, result.decoded.more?.[i]?.length ?? 0)

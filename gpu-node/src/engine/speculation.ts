@@ -261,9 +261,9 @@ export class Speculation {
     return (own.accepted + PRIOR_WEIGHT * prior) / (own.accepted + own.rejected + PRIOR_WEIGHT)
   }
 
-  /** A decode step over `rows` ran `width` tokens per row (1: plain) in `ms` of model time. */
-  observeStep(rows: number, width: number, ms: number): void {
-    this.costs.observe(rows, width, ms)
+  /** A decode step over `rows` ran `width` tokens per row (1: plain) in `ms` of model time (undefined: not a measure of that width). */
+  observeStep(rows: number, width: number, ms: number | undefined): void {
+    if (ms !== undefined) this.costs.observe(rows, width, ms)
     const c = sizeClass(rows)
     if (width > 1) {
       this.stats.steps++
