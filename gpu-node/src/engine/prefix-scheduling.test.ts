@@ -169,21 +169,31 @@ describe('prefix reuse in the scheduler', () => {
 
 describe('a prompt continuing a batch row in the scheduler', () => {
   const system = range(10)
+
+  /** One tick: its plan (a copy, as the runner got it) applied. */
+  async function tick(sched: Scheduler, runner: ScriptedRunner): Promise<StepPlan> {
+    const plan = structuredClone(sched.schedule(0))
+    deliver(sched.update(plan, await runner.step(plan)))
+    return plan
+  }
+
+  /** A scheduler on which a ([...system, 21], of `priority`) runs and has decoded a token. */
+  async function withRunningRow(priority: number, over: Partial<SchedulerLimits> = {}) {
+    const sched = new Scheduler(limits({ raggedDecode: true, ...over }))
+    const runner = new ScriptedRunner({}, undefined, B)
+    const a = seq([...system, 21], 20, priority)
+    sched.add(a)
+    for (let i = 0; i < 2; i++) await tick(sched, runner)
+    return { sched, runner, a }
+  }
+
   /** a runs and has decoded a token; then `next` arrives, a first cancelled when `supersede`. The plan of the tick after. */
   async function keystroke(next: number[], opts: { supersede: boolean; ragged?: boolean; salt?: string }) {
-    const sched = new Scheduler(limits({ raggedDecode: opts.ragged ?? true }))
-    const runner = new ScriptedRunner({}, undefined, B)
-    const a = seq([...system, 21], 20)
-    sched.add(a)
-    for (let i = 0; i < 2; i++) {
-      const plan = sched.schedule(0)
-      deliver(sched.update(plan, await runner.step(plan)))
-    }
+    const { sched, runner, a } = await withRunningRow(0, { raggedDecode: opts.ragged ?? true })
     const b = seq(next, 3, 0, opts.salt)
     sched.add(b)
     if (opts.supersede) sched.cancel(a, 'abort')
-    const plan = structuredClone(sched.schedule(0))
-    deliver(sched.update(plan, await runner.step(plan)))
+    const plan = await tick(sched, runner)
     await drive(sched, runner)
     return { a, b, plan, sched }
   }
@@ -232,19 +242,11 @@ describe('a prompt continuing a batch row in the scheduler', () => {
   })
 
   it('prefills, ahead of the batch rows, an interactive prompt it would otherwise restore beside them', async () => {
-    const sched = new Scheduler(limits({ raggedDecode: true }))
-    const runner = new ScriptedRunner({}, undefined, B)
-    const batch = seq([...system, 21], 20, 1000)
-    sched.add(batch)
-    for (let i = 0; i < 2; i++) {
-      const plan = sched.schedule(0)
-      deliver(sched.update(plan, await runner.step(plan)))
-    }
+    const { sched, runner } = await withRunningRow(1000)
     const next = [...system.slice(0, 2 * B), 50, 51]
     const interactive = seq(next, 3, 0)
     sched.add(interactive)
-    const plan = structuredClone(sched.schedule(0))
-    deliver(sched.update(plan, await runner.step(plan)))
+    const plan = await tick(sched, runner)
     await drive(sched, runner)
     expect(plan.restore).toBeUndefined()
     expect(plan.decode).toBe(false)
@@ -254,14 +256,7 @@ describe('a prompt continuing a batch row in the scheduler', () => {
 
   for (const order of ['a continued batch prompt first', 'a fresh batch prompt first']) {
     it(`neither feeds nor prefills a batch prompt beside an interactive one prefilled ahead of the batch rows (${order})`, async () => {
-      const sched = new Scheduler(limits({ raggedDecode: true }))
-      const runner = new ScriptedRunner({}, undefined, B)
-      const batch = seq([...system, 21], 20, 1000)
-      sched.add(batch)
-      for (let i = 0; i < 2; i++) {
-        const plan = sched.schedule(0)
-        deliver(sched.update(plan, await runner.step(plan)))
-      }
+      const { sched, runner } = await withRunningRow(1000)
       // The queue's order is priority, then arrival: the interactive prompt, then the batch ones as made.
       const next = [...system.slice(0, 2 * B), 50, 51]
       const prompts = { more: next, fresh: range(5, 80) }
@@ -269,8 +264,7 @@ describe('a prompt continuing a batch row in the scheduler', () => {
       const { more, fresh } = Object.fromEntries(made) as Record<'more' | 'fresh', Sequence>
       const interactive = seq(range(6, 60), 3, 0)
       for (const s of [more, fresh, interactive]) sched.add(s)
-      const plan = structuredClone(sched.schedule(0))
-      deliver(sched.update(plan, await runner.step(plan)))
+      const plan = await tick(sched, runner)
       await drive(sched, runner)
       expect(plan.decode).toBe(false)
       expect(plan.restore).toBeUndefined()

@@ -77,9 +77,8 @@ export class ModelStep {
     const takeovers = plan.takeover ?? []
     const restores = plan.restore ?? []
     // A donor row may be released by this very plan: its tokens are copied first.
-    for (const p of [...plan.prefill.map((p) => ({ seqId: p.seqId, donor: p.start?.donor })), ...restores]) {
-      if (p.donor) this.donated.set(p.seqId, this.batch.readRow(p.donor.seqId, p.donor.tokens))
-    }
+    for (const p of plan.prefill) if (p.start?.donor) this.donate(p.seqId, p.start.donor)
+    for (const r of restores) if (r.donor) this.donate(r.seqId, r.donor)
     // Rows of several tokens in one decode step (drafts, takeovers, restores) need the slot cache.
     const slots = this.batch instanceof SlotKvCache ? this.batch : undefined
     if (takeovers.length + restores.length > 0 && !(slots && plan.decode)) throw new Error('a takeover or a restore needs the slot cache and a decode step')
@@ -314,6 +313,11 @@ export class ModelStep {
     this.constraints.get(id)?.dispose()
     this.constraints.delete(id)
     this.logprobRows.delete(id)
+  }
+
+  /** Copies `donor`'s first tokens for `seqId` to start from (startBlocks). */
+  private donate(seqId: number, donor: DonorRow): void {
+    this.donated.set(seqId, this.batch.readRow(donor.seqId, donor.tokens))
   }
 
   /** What a sequence starts from: its donor row's copy, or its prefix-cache blocks. */

@@ -181,6 +181,14 @@ async function openThenType(engine: Engine, dir: ModelDir, seeded: boolean): Pro
   return out
 }
 
+/** openThenType's texts on an engine without the prefix cache. */
+async function openThenTypeUncached(dir: ModelDir, seeded: boolean, opts: EditedEngineOptions = {}): Promise<string[]> {
+  const plain = await openEditedEngine(dir, { ...opts, limits: { prefillChunkTokens: 16 } })
+  const texts = await openThenType(plain.engine, dir, seeded)
+  await plain.engine.close()
+  return texts
+}
+
 /** The plans' restores: `fromBlocks` those restored from prefix-cache blocks. */
 function countingRestores() {
   const seen = { restores: 0, fromBlocks: 0 }
@@ -199,9 +207,7 @@ for (const [name, dirOf, opts] of cases) {
     for (const seeded of [false, true]) {
       it(`gives the texts it has with no cache, into an emptied batch and beside a running row (${seeded ? 'seeded' : 'greedy'})`, async () => {
         const dir = dirOf()
-        const plain = await openEditedEngine(dir, { ...opts, limits: { prefillChunkTokens: 16 } })
-        const reference = await openThenType(plain.engine, dir, seeded)
-        await plain.engine.close()
+        const reference = await openThenTypeUncached(dir, seeded, opts)
         expect(reference.every((t) => t.length > 0)).toBe(true)
         const counted = countingRestores()
         const cached = await openEditedEngine(dir, { ...opts, limits: RESTORE_LIMITS, rewrite: counted.rewrite })
@@ -242,9 +248,7 @@ describe('the row-continuing exactness test can fail (controls, tiny)', () => {
 
   it('catches a restored row a block short (its prompt fed at the wrong positions)', async () => {
     const dir = readModelDir(join(root, 'tiny'))
-    const plain = await openEditedEngine(dir, { limits: { prefillChunkTokens: 16 } })
-    const reference = await openThenType(plain.engine, dir, false)
-    await plain.engine.close()
+    const reference = await openThenTypeUncached(dir, false)
     const short = (plan: StepPlan): StepPlan => (plan.restore ? { ...plan, restore: plan.restore.map((r) => (r.prefix?.length ? { ...r, prefix: r.prefix.slice(0, -1) } : r)) } : plan)
     const e = await openEditedEngine(dir, { limits: RESTORE_LIMITS, rewrite: short })
     expect(await openThenType(e.engine, dir, false)).not.toEqual(reference)
