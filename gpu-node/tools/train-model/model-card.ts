@@ -40,7 +40,7 @@ export function writeModelCard(modelDir: string): void {
     `- ${SHAPE.max_position_embeddings} positions. Exported with \`torch.onnx\` under Optimum's input and output names, shipped as \`onnx/model_q4.onnx\` (onnx-community's layout): every weight matrix 4-bit MatMulNBits (blocks of 32), embeddings float32.`,
     '',
     '## Training',
-    `\`npm run model:train\`: ${SCHEDULE.steps} steps of ${SCHEDULE.batch_tokens} tokens (${fmt(training?.train_tokens_seen)} tokens), AdamW at ${SCHEDULE.lr} with ${SCHEDULE.warmup} warm-up steps and a cosine to a tenth, weight decay ${SCHEDULE.weight_decay}, bfloat16 matrix products, seed ${SCHEDULE.seed}; the last ${SCHEDULE.long_share * 100} % of steps at the full context, the rest at ${SCHEDULE.short_context}; ${pct(SCHEDULE.aligned_share)} of the windows start where a sample starts, the rest anywhere. It took ${fmt(training?.train_seconds, ' s')} on ${fmt(training?.threads)} threads of a 2-core AMD EPYC (AVX-512 BF16).`,
+    `\`npm run model:train\`: ${SCHEDULE.steps} steps of ${SCHEDULE.batch_tokens} tokens (${fmt(training?.train_tokens_seen)} tokens), AdamW at ${SCHEDULE.lr} with ${SCHEDULE.warmup} warm-up steps and a cosine to a tenth, weight decay ${SCHEDULE.weight_decay}, bfloat16 matrix products, seed ${SCHEDULE.seed}; the last ${SCHEDULE.long_share * 100} % of steps at the full context, the rest at ${SCHEDULE.short_context}; ${pct(SCHEDULE.aligned_share)} of the windows start where a sample starts, the rest anywhere. It took ${fmt(training?.train_seconds, ' s')} on ${fmt(training?.threads)} threads of a 2-core ${fmt(training?.cpu)}.`,
     '',
     '## Evaluation (`npm run model:eval`)',
     '| measure | value |',
