@@ -129,8 +129,10 @@ describe('on the trained default model (zl-code: 4-bit graph, a learned token di
     await expectExactAtEveryCut('/v1/completions', { ...base, prompt: 'def mean(xs):\n', suffix: '    return total / len(xs)\n', temperature: 0.8, seed: 7 }, {}, zl)
   })
 
-  it('a chat answer, seeded', async () => {
-    const body = { model: zl.model, messages: [{ role: 'user', content: 'Write a Python function `is_even(n)`.' }], max_tokens: 24, stream: true, temperature: 0.7, seed: 3 }
+  // Greedy: seeded sampling here can part at a draw within float rounding of a token boundary
+  // (edge/README.md, "Identical up to float rounding"); the infill above covers seeded sampling.
+  it('a chat answer, greedy', async () => {
+    const body = { model: zl.model, messages: [{ role: 'user', content: 'Write a Python function `is_even(n)`.' }], max_tokens: 24, stream: true, temperature: 0 }
     await expectExactAtEveryCut('/v1/chat/completions', body, {}, zl)
   })
 })
