@@ -5,7 +5,9 @@
  *
  * - edit, batch 1: one greedy request rewriting a code file it was given (this repository's own
  *   quantize.py, a name renamed in the lines it was shown); its decode rate (tokens after the
- *   first ÷ the time after the first) auto ÷ off.
+ *   first ÷ the time after the first) auto ÷ off. The raw figures say how much of the answer
+ *   copies the renamed file: zl-code (16 M parameters) does not copy it; what speculation gains
+ *   there is its drafts matching the answer's own repeated lines.
  * - no copy, batch 32: 32 requests at once, sampled (temperature 1, a seed each) from prompts of
  *   plain words, so their answers copy nothing, beside a pilot row (startPilot); the total tokens/s
  *   of the 32 auto ÷ off.
@@ -38,12 +40,22 @@ export interface SpeculationFigures {
   spec_exact: number
 }
 
-/** A file, then the same file being rewritten with one name renamed: its first lines are given. */
-export function editPrompt(): string {
+/**
+ * A file, then the same file being rewritten with one name renamed: its first lines are given.
+ * `rewrite` is the rest of the renamed file, what a model that copies would answer.
+ */
+function editPrompt(): { prompt: string; rewrite: string } {
   const code = readFileSync(EDIT_SOURCE, 'utf8').slice(0, 1500)
-  const edited = code.replaceAll('block', 'group')
-  const shown = edited.split('\n').slice(0, 6).join('\n')
-  return `# ${EDIT_SOURCE}\n${code}\n\n# ${EDIT_SOURCE}, with "block" renamed to "group"\n${shown}\n`
+  const lines = code.replaceAll('block', 'group').split('\n')
+  const shown = lines.slice(0, 6).join('\n')
+  return { prompt: `# ${EDIT_SOURCE}\n${code}\n\n# ${EDIT_SOURCE}, with "block" renamed to "group"\n${shown}\n`, rewrite: lines.slice(6).join('\n') }
+}
+
+/** How many characters an answer copies from the rewrite before it departs: whether the bench measured copying. */
+function copiedChars(answer: string, rewrite: string): number {
+  let k = 0
+  while (k < answer.length && answer[k] === rewrite[k]) k++
+  return k
 }
 
 type Node = { name: 'auto' | 'off'; node: GpuNode }
@@ -85,7 +97,7 @@ async function counted<T>(auto: GpuNode, work: () => Promise<T>): Promise<{ resu
 const inTurn = (nodes: Node[], round: number) => (round % 2 === 0 ? nodes : [...nodes].reverse())
 
 async function runEdit(ctx: BenchContext, nodes: Node[], agent: Dispatcher) {
-  const prompt = editPrompt()
+  const { prompt, rewrite } = editPrompt()
   const rounds = ctx.quick ? 3 : 7
   const rates: Record<string, number[]> = { auto: [], off: [] }
   const texts: Record<string, Set<string>> = { auto: new Set(), off: new Set() }
@@ -104,8 +116,10 @@ async function runEdit(ctx: BenchContext, nodes: Node[], agent: Dispatcher) {
   const ratio = round(median(rates.auto!) / median(rates.off!))
   const exact = texts.auto!.size === 1 && texts.off!.size === 1 && [...texts.auto!][0] === [...texts.off!][0]
   const distinct = { auto: texts.auto!.size, off: texts.off!.size }
-  ctx.log(`speculation, edit batch 1: decode ${round(median(rates.auto!), 1)} tok/s auto, ${round(median(rates.off!), 1)} off; auto verified ${draft_tokens} draft tokens in ${verify_steps} steps, accepted ${accepted_tokens}`)
-  return { ratio, exact, raw: { source: EDIT_SOURCE, completion_tokens: EDIT_TOKENS, rounds, decode_tok_s: { auto: round(median(rates.auto!), 2), off: round(median(rates.off!), 2) }, verify_steps, draft_tokens, accepted_tokens, texts_equal: exact, distinct_texts: distinct } }
+  const answer = [...texts.off!][0] ?? ''
+  const copied = { chars: copiedChars(answer, rewrite), of: answer.length }
+  ctx.log(`speculation, edit batch 1: decode ${round(median(rates.auto!), 1)} tok/s auto, ${round(median(rates.off!), 1)} off; auto verified ${draft_tokens} draft tokens in ${verify_steps} steps, accepted ${accepted_tokens}; the answer copies the rewrite for ${copied.chars} of its ${copied.of} characters`)
+  return { ratio, exact, raw: { source: EDIT_SOURCE, completion_tokens: EDIT_TOKENS, rounds, decode_tok_s: { auto: round(median(rates.auto!), 2), off: round(median(rates.off!), 2) }, verify_steps, draft_tokens, accepted_tokens, texts_equal: exact, distinct_texts: distinct, answer_copies_rewrite_chars: copied } }
 }
 
 /**
