@@ -110,11 +110,36 @@ describe('speculation policy', () => {
     spec.observeStep(32, 1, 10)
     spec.observeStep(32, 5, 50)
     expect(spec.plan(rows, 100)).toEqual([])
-    for (let i = 0; i < EXPLORE_EVERY - 1; i++) spec.observeStep(32, 1, 10)
+    // A width-2 step is taken to cost what the width-5 one did, 5 plain steps: 4 extra, at 0.5 %
+    // of the class's time every 800 steps.
+    for (let i = 0; i < 799; i++) spec.observeStep(32, 1, 10)
     expect(spec.plan(rows, 100)).toEqual([])
     spec.observeStep(32, 1, 10)
     // Due: its cheapest verify step, one draft token per row.
     expect(spec.plan(rows, 100).map((d) => d.tokens.length)).toEqual(rows.map(() => 1))
+  })
+
+  it('`auto` at batch 1, where a verify step costs little more than a plain one, measures again within dozens of steps, at most every EXPLORE_EVERY', () => {
+    const spec = new Speculation({ mode: 'auto', maxDraft: 4 })
+    spec.observeStep(1, 1, 4)
+    expect(spec.plan([looping(1)], 100)).toEqual([{ seqId: 1, tokens: [3] }])
+    spec.observeStep(1, 2, 4.4)
+    // Its first drafts refused (a request's opening words copy nothing): speculation stops.
+    for (let i = 0; i < 3; i++) spec.observeRow(1, 1, 0)
+    expect(spec.plan([looping(1)], 100)).toEqual([])
+    // 0.4 ms extra over 4: due after 20 plain steps, and its drafts are then measured again.
+    for (let i = 0; i < 19; i++) spec.observeStep(1, 1, 4)
+    expect(spec.plan([looping(1)], 100)).toEqual([])
+    spec.observeStep(1, 1, 4)
+    expect(spec.plan([looping(1)], 100)).toEqual([{ seqId: 1, tokens: [3] }])
+    // A verify step dearer than the cap allows for still is measured again every EXPLORE_EVERY.
+    const dear = new Speculation({ mode: 'auto', maxDraft: 4 })
+    dear.observeStep(1, 1, 4)
+    dear.observeStep(1, 2, 40)
+    for (let i = 0; i < EXPLORE_EVERY - 1; i++) dear.observeStep(1, 1, 4)
+    expect(dear.plan([looping(1)], 100)).toEqual([])
+    dear.observeStep(1, 1, 4)
+    expect(dear.plan([looping(1)], 100)).toEqual([{ seqId: 1, tokens: [3] }])
   })
 
   it('`auto` stops drafting rows whose drafts are refused, and fresh rows whose drafts come from matches as long', () => {

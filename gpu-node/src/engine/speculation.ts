@@ -51,11 +51,19 @@ const COST_EWMA = 0.3
 /** A verify step must promise this much more than a plain one: a coin flip is not worth its risk. */
 const MARGIN = 1.05
 /**
- * Plain steps in one batch size class between two verify steps that re-measure it while
+ * The most plain steps in one batch size class between two verify steps that re-measure it while
  * speculation looks unprofitable there: costs and acceptance change as contexts grow and texts
- * turn to copying. A verify step at a large batch costs a few plain ones: well under 1 % of the time.
+ * turn to copying (a request's first drafts refused say little about its later ones).
  */
 export const EXPLORE_EVERY = 1024
+/**
+ * What re-measuring may cost, as a share of a class's time: one cheapest verify step's extra over
+ * a plain step per interval. At a large batch, where a width-2 step costs about two plain ones,
+ * that is every 200 steps; at batch 1, where it costs a little more than one, every few dozen.
+ */
+const EXPLORE_SHARE = 0.005
+/** The fewest plain steps between two re-measuring steps. */
+const EXPLORE_MIN = 16
 
 /**
  * The batch sizes whose step costs are kept together: 1, 2, then up to each power of two. Within
@@ -173,7 +181,7 @@ function ewma(m: Map<number, number>, key: number, ms: number): void {
  * where they pay (a small batch copying from its prompt) and stay off where they do not (a large
  * batch, text that copies nothing). A batch size with no verify step measured yet has its cost
  * estimated from smaller ones (StepCosts.verify) and is tried at its cheapest width, one draft
- * token, which measures it; one that ran none for EXPLORE_EVERY plain steps gets that cheapest
+ * token, which measures it; one that ran none for a while (exploreEvery) gets that cheapest
  * verify step again, to measure anew.
  */
 export class Speculation {
@@ -229,13 +237,13 @@ export class Speculation {
 
   /**
    * The draft length that maximises expected tokens per ms, or 0 when a plain step is best. A
-   * class whose verify steps were measured but that ran none for EXPLORE_EVERY plain steps gets
+   * class whose verify steps were measured but that ran none for exploreEvery plain steps gets
    * one of the shortest drafts: its cheapest verify step, to measure again (cost and acceptance).
    */
   private bestLength(rows: number, drafts: readonly RowDraft[]): number {
     const plain = this.costs.plain(rows)
     if (plain === undefined) return 0
-    if (this.costs.measured(rows) && (this.sinceVerify.get(sizeClass(rows)) ?? 0) >= EXPLORE_EVERY) return 1
+    if (this.costs.measured(rows) && (this.sinceVerify.get(sizeClass(rows)) ?? 0) >= this.exploreEvery(rows, plain)) return 1
     const longest = drafts.reduce((m, d) => Math.max(m, d.tokens.length), 0)
     const rates = drafts.map((d) => this.rate(d.seqId))
     const expected = (k: number) => drafts.reduce((sum, d, r) => sum + geometric(rates[r]!, Math.min(k, d.tokens.length)), rows)
@@ -251,6 +259,12 @@ export class Speculation {
       }
     }
     return best
+  }
+
+  /** Plain steps between two re-measuring verify steps in `rows`' class: EXPLORE_SHARE of its time. */
+  private exploreEvery(rows: number, plain: number): number {
+    const extra = this.costs.verify(rows, 2)! / plain - 1
+    return Math.min(EXPLORE_EVERY, Math.max(EXPLORE_MIN, Math.round(extra / EXPLORE_SHARE)))
   }
 
   /** A row's estimated chance that a draft token is accepted, given the ones before it were. */
