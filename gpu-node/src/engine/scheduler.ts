@@ -345,19 +345,12 @@ export class Scheduler {
   private takeOver(seq: Sequence, from: Sequence, keep: number): void {
     this.releasing.splice(this.releasing.indexOf(from), 1)
     this.releases.splice(this.releases.indexOf(from.seqId), 1)
-    seq.state = 'running'
     seq.blocks = []
-    seq.donor = undefined
     seq.reused = keep
-    seq.prefilled = seq.tokens.length
-    // As every running row: its KV holds all its tokens but the one the next step feeds.
-    seq.kvLen = seq.tokens.length - 1
     seq.cachedTokens ??= Math.min(keep, seq.promptLen)
     this.prefix?.countLookup(seq.tokens.length, keep)
-    this.running.push(seq)
     this.takeovers.push({ from: from.seqId, seqId: seq.seqId, keep, tokens: seq.tokens.slice(keep), start: startOf(seq) })
-    this.policy.admitted()
-    this.hooks.onScheduled?.(seq)
+    this.joinFed(seq)
   }
 
   /**
@@ -369,13 +362,19 @@ export class Scheduler {
    */
   private restore(seq: Sequence, donor?: Donor): void {
     this.reusePrefix(seq, donor)
+    const from = donor ? { donor } : { prefix: seq.blocks.map((b) => b.slot) }
+    this.restores.push({ seqId: seq.seqId, ...from, tokens: seq.tokens.slice(seq.reused), start: startOf(seq) })
+    this.joinFed(seq)
+  }
+
+  /** `seq` runs from this tick, the rest of its prompt fed by the plan's decode step (a takeover, a restore). */
+  private joinFed(seq: Sequence): void {
     seq.state = 'running'
     seq.donor = undefined
     seq.prefilled = seq.tokens.length
+    // As every running row: its KV holds all its tokens but the one the next step feeds.
     seq.kvLen = seq.tokens.length - 1
     this.running.push(seq)
-    const from = donor ? { donor } : { prefix: seq.blocks.map((b) => b.slot) }
-    this.restores.push({ seqId: seq.seqId, ...from, tokens: seq.tokens.slice(seq.reused), start: startOf(seq) })
     this.policy.admitted()
     this.hooks.onScheduled?.(seq)
   }

@@ -176,9 +176,10 @@ export interface Restore {
  * One scheduler tick, as plain data. Applied in this order by the runner: `save` (prefix-cache
  * blocks out of the batch rows, before any row is released) and the `donor` rows of prefill starts
  * and restores → `takeover` (rows renamed and cut) → `release` (drop KV and sampler state) →
- * `restore` (new rows after the others) → one decode step over every batch row → the prefill chunk. A chunk is either one part of one sequence's prompt (long prompts, split
- * over ticks) or several whole short prompts run as one left-padded batch; every part that is
- * `last` gets its first token sampled and joins the batch.
+ * `restore` (new rows after the others) → one decode step over every batch row → the prefill
+ * chunk. A chunk is either one part of one sequence's prompt (long prompts, split over ticks) or
+ * several whole short prompts run as one left-padded batch; every part that is `last` gets its
+ * first token sampled and joins the batch.
  */
 export interface StepPlan {
   save?: BlockSave[]

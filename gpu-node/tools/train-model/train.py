@@ -55,14 +55,18 @@ class Block(nn.Module):
         self.up_proj = nn.Linear(d, c['intermediate_size'], bias=False)
         self.down_proj = nn.Linear(c['intermediate_size'], d, bias=False)
 
-    def forward(self, x, mask, cos, sin, past_k=None, past_v=None):
-        b, s, d = x.shape
+    def qkv(self, x, cos, sin):
+        """Queries, keys and values [b, heads, s, head_dim] of the normed `x`, RoPE applied to q and k."""
+        b, s, _ = x.shape
         y = self.input_layernorm(x)
         q = self.q_proj(y).view(b, s, self.h, self.hd).transpose(1, 2)
         k = self.k_proj(y).view(b, s, self.kv, self.hd).transpose(1, 2)
         v = self.v_proj(y).view(b, s, self.kv, self.hd).transpose(1, 2)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
+
+    def forward(self, x, mask, cos, sin, past_k=None, past_v=None):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x, cos, sin)
         if past_k is not None:
             k = torch.cat([past_k, k], dim=2)
             v = torch.cat([past_v, v], dim=2)
@@ -85,12 +89,8 @@ class Block(nn.Module):
         """
         b, s, d = x.shape
         rep = self.h // self.kv
-        y = self.input_layernorm(x)
-        q = self.q_proj(y).view(b, s, self.h, self.hd).transpose(1, 2)
-        k = self.k_proj(y).view(b, s, self.kv, self.hd).transpose(1, 2)
-        v = self.v_proj(y).view(b, s, self.kv, self.hd).transpose(1, 2)
-        q = (q * cos + rotate_half(q) * sin) * (1 / math.sqrt(self.hd))
-        k = k * cos + rotate_half(k) * sin
+        q, k, v = self.qkv(x, cos, sin)
+        q = q * (1 / math.sqrt(self.hd))
         w = (q.reshape(b, self.kv, rep * s, self.hd) @ k.transpose(-1, -2)).view(b, self.kv, rep, s, s) + causal
         p = F.softmax(w, dim=-1).view(b, self.kv, rep * s, s)
         x = x + self.o_proj((p @ v).view(b, self.h, s, self.hd).transpose(1, 2).reshape(b, s, d))
