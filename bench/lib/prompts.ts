@@ -3,10 +3,15 @@
  * as the node counts them: after the chat template (chat/messages) or as plain text
  * (completions).
  */
+import { statSync } from 'node:fs'
+import { join } from 'node:path'
+import { seededRandom } from '../../shared/test/support/seeded-random.ts'
 import { ChatTemplate } from '../../gpu-node/src/model/chat-template.ts'
 import { readModelDir } from '../../gpu-node/src/model/model-dir.ts'
 import { ModelTokenizer } from '../../gpu-node/src/model/tokenizer.ts'
 
+/** Draws per variant before settling for the closest count below the target. */
+const ATTEMPTS = 64
 const WORDS = 'the quick brown fox jumps over a lazy dog while seven bold wizards quietly vex nine jumping zebras near old stone bridges under pale autumn skies'.split(' ')
 
 export interface ExactPrompt {
@@ -19,24 +24,53 @@ export interface ExactPrompt {
  * when no word count hits it exactly), different per `variant` so prompts are not identical.
  */
 export function chatPromptOfLength(modelDir: string, target: number, variant = 0): ExactPrompt {
-  const dir = readModelDir(modelDir)
-  const tok = new ModelTokenizer(dir)
-  const template = new ChatTemplate(dir)
-  return search((text) => tok.encodeTemplate(template.render([{ role: 'user', content: text }])).length, target, variant)
+  return remembered(`chat ${modelDir} ${target} ${variant}`, modelDir, ({ tok, template }) => search((text) => tok.encodeTemplate(template.render([{ role: 'user', content: text }])).length, target, variant))
 }
 
 /** A completions prompt of exactly `target` tokens (closest below when not reachable). */
 export function textPromptOfLength(modelDir: string, target: number, variant = 0): ExactPrompt {
-  const tok = new ModelTokenizer(readModelDir(modelDir))
-  return search((text) => tok.encodeText(text).length, target, variant)
+  return remembered(`text ${modelDir} ${target} ${variant}`, modelDir, ({ tok }) => search((text) => tok.encodeText(text).length, target, variant))
 }
 
+/**
+ * A prompt is searched for once per process: a closed-loop load generator asks again for every
+ * request, and a search (a tokenizer read from disk, a word count re-encoded ~100 times) costs
+ * 14–20 ms of CPU on the cores the node under test shares. Keyed by the tokenizer file's mtime
+ * too, as a section may regenerate a model directory it already read.
+ */
+const prompts = new Map<string, ExactPrompt>()
+const tokenizers = new Map<string, { tok: ModelTokenizer; template: ChatTemplate }>()
+function remembered(key: string, modelDir: string, find: (t: { tok: ModelTokenizer; template: ChatTemplate }) => ExactPrompt): ExactPrompt {
+  const version = `${modelDir} ${statSync(join(modelDir, 'tokenizer.json')).mtimeMs}`
+  const full = `${key} ${version}`
+  let prompt = prompts.get(full)
+  if (!prompt) {
+    let t = tokenizers.get(version)
+    if (!t) {
+      const dir = readModelDir(modelDir)
+      t = { tok: new ModelTokenizer(dir), template: new ChatTemplate(dir) }
+      tokenizers.set(version, t)
+    }
+    prompt = find(t)
+    prompts.set(full, prompt)
+  }
+  return prompt
+}
+
+/**
+ * Words drawn at random, seeded by (variant, attempt), until the count is `target`; a draw that
+ * overshoots is tried again with the next attempt's words. Each variant is its own word sequence
+ * from the first word on, so two variants share no prefix-cache block. (Windows of one fixed word
+ * cycle, as before, gave only 8 distinct 48-token prompts across 26 variants: "fresh" prompts hit
+ * the prefix cache.)
+ */
 function search(count: (text: string) => number, target: number, variant: number): ExactPrompt {
   let best: ExactPrompt | undefined
-  for (let shift = 0; shift < WORDS.length; shift++) {
+  for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+    const random = seededRandom(Math.imul(variant * ATTEMPTS + attempt + 1, 0x9e3779b1))
     const words: string[] = []
     for (let n = 1; n <= target * 2; n++) {
-      words.push(WORDS[(variant * 7 + shift + n * 3) % WORDS.length])
+      words.push(WORDS[Math.floor(random() * WORDS.length)]!)
       const text = words.join(' ')
       const c = count(text)
       if (c === target) return { text, tokens: c }
