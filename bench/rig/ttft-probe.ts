@@ -3,15 +3,19 @@
  * node one after another, `intervalMs` after each answer, until `durationMs` has passed; prints
  * their TTFTs as one JSON line. In the process that also drives the load's streams, the probe's
  * own event loop would delay the first tokens it measures, which the node had already sent.
- * Its prompts come on stdin as a JSON array of strings, one per request in order (cycled if it
- * runs out): made by the caller before the load starts, so no prompt search (bench/lib/prompts.ts,
- * ~10 ms of CPU each) runs on the node's cores while it measures.
+ * Once started it prints `ready`; its prompts then come on stdin as a JSON array of strings, one
+ * per request in order (cycled if it runs out): made by the caller before the load starts, so no
+ * prompt search (bench/lib/prompts.ts, ~10 ms of CPU each) runs on the node's cores while it
+ * measures.
  *   argv: NODE_URL MODEL MAX_TOKENS DURATION_MS INTERVAL_MS [PRIORITY]
  */
 import { text } from 'node:stream/consumers'
 import { benchAgent, streamCompletion } from '../load/client.ts'
 
 const [url, model, maxTokens, durationMs, intervalMs, priority] = process.argv.slice(2)
+// Started (modules loaded, ~0.5 s of CPU): the caller sends the prompts once every probe is, so
+// no probe's start-up runs beside another's measured requests.
+process.stdout.write('ready\n')
 const prompts = JSON.parse(await text(process.stdin)) as string[]
 const agent = benchAgent()
 const ttfts: number[] = []

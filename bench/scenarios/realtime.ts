@@ -9,8 +9,10 @@
  *   the requests that got a first token ÷ the idle TTFT of the same kind of request.
  * - priority (the same model): batch traffic at twice the node's batch (2 × MAX_BATCH closed-loop
  *   clients, x-zl-priority 1000: direct, the node takes the edge's number) while one interactive
- *   client, in a process of its own, asks 100 ms after each answer; its p99 TTFT ÷ idle. Requests
- *   of the same kind sent as batch ones, beside, show what priority changes.
+ *   client, in a process of its own, asks 100 ms after each answer; its p99 TTFT ÷ idle, with
+ *   BATCH_ROWS_BESIDE_INTERACTIVE at half the batch. Requests of the same kind sent as batch
+ *   ones, beside, show what priority changes; the same part on a node without the limit, after,
+ *   what the limit buys and what it costs the batch.
  * - warm turns (small preset, as the issue measured): conversations of 6 turns over a ~900-token
  *   system prompt, one at a time (4, quick 2), prefix cache on; each warm turn's TTFT ÷ the TTFT
  *   of a fresh request made of just its uncached tokens (usage's cached_tokens tells how many),
@@ -44,6 +46,8 @@ const PROBE_TOKENS = 8
  */
 const PROBE_INTERVAL_MS = 100
 const BATCH_CAP = 16
+/** BATCH_ROWS_BESIDE_INTERACTIVE: half the batch for batch-class rows while interactive requests come. */
+const BATCH_ROWS = BATCH_CAP / 2
 const WARM_MODEL = 'models/small'
 type ChatMessage = { role: 'system' | 'user' | 'assistant'; content: string }
 /** Conversations of the warm-turn part, one at a time: each gives 5 warm turns (a fresh request each beside). */
@@ -56,7 +60,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 export async function runRealtime(ctx: BenchContext): Promise<SectionResult> {
   const notes: string[] = []
   const raw: Record<string, unknown> = {}
-  const node = await startGpuNode({ modelDir: DEFAULT_MODEL_DIR, env: { MAX_BATCH: String(BATCH_CAP), MAX_QUEUE: '256' } })
+  // The batch-rows limit acts only while interactive work is live, which the typing part's
+  // requests always are: it shapes the priority part alone.
+  const node = await startGpuNode({ modelDir: DEFAULT_MODEL_DIR, env: { MAX_BATCH: String(BATCH_CAP), MAX_QUEUE: '256', BATCH_ROWS_BESIDE_INTERACTIVE: String(BATCH_ROWS) } })
   let typing: { steps: number | null; p99OverIdle: number | null }
   let priority: number | null
   try {
@@ -65,9 +71,20 @@ export async function runRealtime(ctx: BenchContext): Promise<SectionResult> {
     raw.idle_ttft_ms = { typing: round(idle.typing, 2), priority: round(idle.priority, 2) }
     ctx.log(`idle TTFT (${DEFAULT_MODEL_DIR}, stream): ${TYPING_PROMPT}-token prompt ${round(idle.typing, 1)} ms, ${PROBE_PROMPT}-token prompt ${round(idle.priority, 1)} ms`)
     typing = await runTyping(ctx, node, idle.typing, raw)
-    priority = await runPriority(ctx, node, idle.priority, raw)
+    const limited = await runPriority(ctx, node, idle.priority, BATCH_ROWS)
+    priority = limited.ratio
+    raw.priority = limited.raw
   } finally {
     await node.stop()
+  }
+  // The same priority part on a node without the batch-rows limit: what the limit buys and costs.
+  const unlimited = await startGpuNode({ modelDir: DEFAULT_MODEL_DIR, env: { MAX_BATCH: String(BATCH_CAP), MAX_QUEUE: '256' } })
+  try {
+    const idle = await idleTtft(unlimited, PROBE_PROMPT, PROBE_TOKENS, ctx.quick ? 4 : 10)
+    const off = await runPriority(ctx, unlimited, idle, 0)
+    raw.priority_without_batch_rows_limit = { ...off.raw, idle_ttft_ms: round(idle, 2), p99_over_idle: off.ratio }
+  } finally {
+    await unlimited.stop()
   }
   const warm = await runWarmTurns(ctx, raw)
   const spec = await runSpeculation(ctx, raw)
@@ -146,45 +163,86 @@ async function runTyping(ctx: BenchContext, node: GpuNode, idle: number, raw: Re
   return { steps: steps === null ? null : round(steps), p99OverIdle: p99 === null ? null : round(p99 / idle) }
 }
 
-async function runPriority(ctx: BenchContext, node: GpuNode, idle: number, raw: Record<string, unknown>): Promise<number | null> {
+async function runPriority(ctx: BenchContext, node: GpuNode, idle: number, limit: number): Promise<{ ratio: number | null; raw: Record<string, unknown> }> {
   const durationMs = ctx.quick ? 8000 : 25_000
   // Every prompt is made before the load starts (a search costs CPU on the node's cores), and
   // each is its own: a repeated one would continue the prefix cache's blocks, which idle's do not.
   const prompts = (first: number, n: number) => Array.from({ length: n }, (_, i) => textPromptOfLength(DEFAULT_MODEL_DIR, PROBE_PROMPT, first + i).text)
   const asked = { interactive: prompts(700, Math.ceil(durationMs / PROBE_INTERVAL_MS) + 1), asBatch: prompts(5000, Math.ceil(durationMs / 1000) + 1) }
   const batchTexts = Array.from({ length: 8 }, (_, i) => textPromptOfLength(DEFAULT_MODEL_DIR, 96, 500 + i).text)
+  // Two probes side by side, each in its own process (rig/ttft-probe.ts says why), started before
+  // the load, asking PROBE_INTERVAL_MS after each answer: one interactive, one sending its
+  // requests as batch (queued behind the batch load, a second or more each: fewer prompts).
+  const args = (priority?: string) => [node.url, node.model, PROBE_TOKENS, durationMs, PROBE_INTERVAL_MS, ...(priority ? [priority] : [])]
+  const probes = await startProbes([
+    { args: args(), texts: asked.interactive },
+    { args: args(BATCH['x-zl-priority']), texts: asked.asBatch },
+  ])
   const agent = benchAgent()
   let stop = false
+  // Batch tokens answered while the probes ask: what the batch-rows limit costs the batch.
+  const window = { startMs: Infinity, endMs: Infinity, tokens: 0 }
   // Twice the batch cap, closed loop: as many batch requests queued as running, all the time.
   const batchers = Array.from({ length: 2 * BATCH_CAP }, async (_, i) => {
-    for (let n = 0; !stop; n++) await completion(node, batchTexts[(i + n) % batchTexts.length]!, 64, BATCH, agent)
+    for (let n = 0; !stop; n++) {
+      const r = await completion(node, batchTexts[(i + n) % batchTexts.length]!, 64, BATCH, agent)
+      if (r.startMs >= window.startMs && r.startMs + r.totalMs <= window.endMs) window.tokens += r.tokens
+    }
   })
   await sleep(1000)
-  // Two probes side by side, each in its own process (rig/ttft-probe.ts says why), asking
-  // PROBE_INTERVAL_MS after its last answer: one interactive, one sending its requests as batch
-  // (queued behind the batch load, a second or more each: fewer prompts).
-  const probe = (texts: string[], priority?: string) => probeTtfts([node.url, node.model, PROBE_TOKENS, durationMs, PROBE_INTERVAL_MS, ...(priority ? [priority] : [])], texts)
-  const [interactive, asBatch] = await Promise.all([probe(asked.interactive), probe(asked.asBatch, BATCH['x-zl-priority'])])
+  window.startMs = performance.now()
+  const [interactive, asBatch] = await probes.go()
+  window.endMs = performance.now()
   stop = true
   await Promise.all(batchers)
   await agent.close()
   const p99 = (xs: number[]) => (xs.length > 0 ? round(percentile(xs, 99), 2) : null)
-  raw.priority = { batch_clients: 2 * BATCH_CAP, max_batch: BATCH_CAP, probe_interval_ms: PROBE_INTERVAL_MS, interactive_ttft_ms: { p50: round(median(interactive), 2), p90: round(percentile(interactive, 90), 2), p99: p99(interactive), max: round(Math.max(...interactive), 2) }, same_requests_as_batch_ttft_ms_p99: p99(asBatch), interactive_requests: interactive.length, as_batch_requests: asBatch.length }
-  ctx.log(`priority: under 2× batch load, interactive TTFT p99 ${p99(interactive)} ms (${interactive.length} requests); the same sent as batch ${p99(asBatch)} ms`)
+  const batchTokensPerS = round((window.tokens * 1000) / (window.endMs - window.startMs), 1)
+  const raw = {
+    batch_clients: 2 * BATCH_CAP,
+    max_batch: BATCH_CAP,
+    batch_rows_beside_interactive: limit,
+    probe_interval_ms: PROBE_INTERVAL_MS,
+    interactive_requests: interactive.length,
+    interactive_ttft_ms: { p50: round(median(interactive), 2), p90: round(percentile(interactive, 90), 2), p99: p99(interactive), max: round(Math.max(...interactive), 2) },
+    as_batch_requests: asBatch.length,
+    same_requests_as_batch_ttft_ms_p99: p99(asBatch),
+    batch_tokens_per_s: batchTokensPerS,
+  }
+  ctx.log(`priority (batch rows beside interactive: ${limit || 'no limit'}): under 2× batch load, interactive TTFT p50 ${raw.interactive_ttft_ms.p50} p99 ${p99(interactive)} ms (${interactive.length} requests); the same sent as batch ${p99(asBatch)} ms; batch ${batchTokensPerS} tok/s`)
   const p = p99(interactive)
-  return p === null ? null : round(p / idle)
+  return { ratio: p === null ? null : round(p / idle), raw }
 }
 
-/** Runs rig/ttft-probe.ts in a process of its own, its prompts on stdin, and returns the TTFTs it printed. */
-function probeTtfts(args: Array<string | number>, texts: string[]): Promise<number[]> {
-  return new Promise((resolve, reject) => {
+/**
+ * Starts rig/ttft-probe.ts in processes of their own, one per probe, and resolves once every one
+ * is ready (its start-up CPU spent); `go` then hands each its prompts on stdin and returns the
+ * TTFTs each printed.
+ */
+async function startProbes(probes: Array<{ args: Array<string | number>; texts: string[] }>): Promise<{ go(): Promise<number[][]> }> {
+  const started = probes.map(({ args }) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'bench/rig/ttft-probe.ts', ...args.map(String)], { stdio: ['pipe', 'pipe', 'inherit'] })
-    child.stdin.end(JSON.stringify(texts))
     let out = ''
-    child.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')))
-    child.on('error', reject)
-    child.on('exit', (code) => (code === 0 ? resolve((JSON.parse(out.trim().split('\n').at(-1)!) as { ttfts: number[] }).ttfts) : reject(new Error(`ttft probe exited ${code}`))))
+    let ready = () => {}
+    const isReady = new Promise<void>((resolve) => (ready = resolve))
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString('utf8')
+      if (out.startsWith('ready\n')) ready()
+    })
+    const done = new Promise<number[]>((resolve, reject) => {
+      child.on('error', reject)
+      child.on('exit', (code) => (code === 0 ? resolve((JSON.parse(out.trim().split('\n').at(-1)!) as { ttfts: number[] }).ttfts) : reject(new Error(`ttft probe exited ${code}`))))
+    })
+    // A probe that dies before it is ready fails the wait, not only `go`.
+    return { child, isReady: Promise.race([isReady, done.then(() => {})]), done }
   })
+  await Promise.all(started.map((p) => p.isReady))
+  return {
+    go() {
+      started.forEach((p, i) => p.child.stdin.end(JSON.stringify(probes[i]!.texts)))
+      return Promise.all(started.map((p) => p.done))
+    },
+  }
 }
 
 async function runWarmTurns(ctx: BenchContext, raw: Record<string, unknown>): Promise<number | null> {

@@ -15,6 +15,7 @@ describe('parseNodeConfig', () => {
       keepAliveMs: 5000,
       allowUnsigned: false,
     })
+    expect(c.limits.batchRowsBesideInteractive).toBeUndefined()
     expect(c.upstash).toBeUndefined()
     expect(c.tls).toBeUndefined()
     expect(c.publicUrl).toBeUndefined()
@@ -27,11 +28,12 @@ describe('parseNodeConfig', () => {
       UPSTASH_REDIS_REST_TOKEN: 'tok', MAX_BATCH: '8', MAX_QUEUE: '16', KV_BUDGET_MB: '64', PREFILL_CHUNK: '32',
       EXECUTION_PROVIDER: 'cuda', INTRA_OP_THREADS: '2', TLS_CERT: '/c.pem', TLS_KEY: '/k.pem', MAX_BODY_BYTES: '2048',
       KEEPALIVE_MS: '100', DRAIN_GRACE_MS: '50', SLOT_KV_EDIT: '0', SPEC_DECODING: 'off', SPEC_MAX_DRAFT: '8',
+      BATCH_ROWS_BESIDE_INTERACTIVE: '4',
     })
     expect(c).toMatchObject({
       modelDir: 'models/small', modelFile: 'onnx/model.onnx', host: '0.0.0.0', port: 9102, nodeId: 'eu-1', region: 'eu-west', lat: 53.3, lon: -6.3,
       publicUrl: 'https://eu.example.com', allowUnsigned: true, upstash: { url: 'http://127.0.0.1:8079', token: 'tok' },
-      limits: { maxBatch: 8, maxQueue: 16, kvBudgetBytes: 64 * 1024 * 1024, prefillChunkTokens: 32, speculation: { mode: 'off', maxDraft: 8 } }, executionProvider: 'cuda',
+      limits: { maxBatch: 8, maxQueue: 16, kvBudgetBytes: 64 * 1024 * 1024, prefillChunkTokens: 32, speculation: { mode: 'off', maxDraft: 8 }, batchRowsBesideInteractive: 4 }, executionProvider: 'cuda',
       intraOpThreads: 2, slotKvEdit: false, tls: { certFile: '/c.pem', keyFile: '/k.pem' }, maxBodyBytes: 2048, keepAliveMs: 100, drainGraceMs: 50,
     })
     expect(c.edgeSharedSecret).toBeUndefined()
@@ -61,6 +63,14 @@ describe('parseNodeConfig', () => {
       expect(() => parseNodeConfig({ EDGE_SHARED_SECRET: 'x', [name!]: value })).toThrow(new RegExp(`^invalid gpu-node configuration:\\n  ${name}: `))
     }
     expect(parseNodeConfig({ EDGE_SHARED_SECRET: 'x', SPEC_DECODING: 'on', SPEC_MAX_DRAFT: '1' }).limits.speculation).toEqual({ mode: 'on', maxDraft: 1 })
+  })
+
+  it('refuses a bad batch-rows limit at start, naming it in one message', () => {
+    for (const [value, maxBatch] of [['-1', '32'], ['2.5', '32'], ['half', '32'], ['9', '8']]) {
+      expect(() => parseNodeConfig({ EDGE_SHARED_SECRET: 'x', MAX_BATCH: maxBatch, BATCH_ROWS_BESIDE_INTERACTIVE: value })).toThrow(/^invalid gpu-node configuration:\n {2}BATCH_ROWS_BESIDE_INTERACTIVE: [^\n]*$/)
+    }
+    expect(parseNodeConfig({ EDGE_SHARED_SECRET: 'x', MAX_BATCH: '8', BATCH_ROWS_BESIDE_INTERACTIVE: '8' }).limits.batchRowsBesideInteractive).toBe(8)
+    expect(parseNodeConfig({ EDGE_SHARED_SECRET: 'x', BATCH_ROWS_BESIDE_INTERACTIVE: '0' }).limits.batchRowsBesideInteractive).toBeUndefined()
   })
 
   it('treats empty strings as unset', () => {

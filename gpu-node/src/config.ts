@@ -55,6 +55,13 @@ const EnvSchema = z.object({
   SPEC_DECODING: z.enum(['auto', 'on', 'off']).default('auto'),
   /** Draft tokens verified per row and step, at most. */
   SPEC_MAX_DRAFT: int(1, 32).default(DEFAULT_SPEC_MAX_DRAFT),
+  /**
+   * While interactive requests are live, batch-class rows take at most this many of the batch's
+   * MAX_BATCH rows (engine/scheduler.ts, batchRowsAllowed); 0 (the default): no limit. For a node
+   * whose step time grows with its rows (a CPU): shorter steps for interactive arrivals to wait
+   * out, less batch throughput. On a GPU a step of fewer rows is hardly faster: leave it at 0.
+   */
+  BATCH_ROWS_BESIDE_INTERACTIVE: int(0, 4096).default(0),
   EXECUTION_PROVIDER: z.enum(['cpu', 'cuda']).default('cpu'),
   /** 0 lets ONNX Runtime choose. */
   INTRA_OP_THREADS: int(0, 1024).default(0),
@@ -130,6 +137,7 @@ export function parseNodeConfig(env: Record<string, string | undefined>): NodeCo
   }
   if (Boolean(raw.TLS_CERT) !== Boolean(raw.TLS_KEY)) problems.push('TLS_CERT/TLS_KEY: set both or neither')
   const e = parsed.data
+  if (e && e.BATCH_ROWS_BESIDE_INTERACTIVE > e.MAX_BATCH) problems.push(`BATCH_ROWS_BESIDE_INTERACTIVE: at most MAX_BATCH (${e.MAX_BATCH}); 0 for no limit`)
   if (problems.length > 0 || !e) throw configError('gpu-node', problems)
 
   return {
@@ -146,7 +154,7 @@ export function parseNodeConfig(env: Record<string, string | undefined>): NodeCo
     allowUnsigned: e.ALLOW_UNSIGNED,
     upstash: e.UPSTASH_REDIS_REST_URL && e.UPSTASH_REDIS_REST_TOKEN ? { url: e.UPSTASH_REDIS_REST_URL, token: e.UPSTASH_REDIS_REST_TOKEN } : undefined,
     responsesStore: { ttlMs: e.RESPONSES_TTL_S * 1000, maxBytesPerTenant: e.RESPONSES_MAX_MB_PER_TENANT * 1024 * 1024 },
-    limits: { maxBatch: e.MAX_BATCH, maxQueue: e.MAX_QUEUE, kvBudgetBytes: e.KV_BUDGET_MB * 1024 * 1024, prefillChunkTokens: e.PREFILL_CHUNK, prefixCacheBytes: e.PREFIX_CACHE_MB * 1024 * 1024, prefixBlockTokens: e.PREFIX_BLOCK_TOKENS, maxQueueWaitMs: e.MAX_QUEUE_WAIT_MS, speculation: { mode: e.SPEC_DECODING, maxDraft: e.SPEC_MAX_DRAFT } },
+    limits: { maxBatch: e.MAX_BATCH, maxQueue: e.MAX_QUEUE, kvBudgetBytes: e.KV_BUDGET_MB * 1024 * 1024, prefillChunkTokens: e.PREFILL_CHUNK, prefixCacheBytes: e.PREFIX_CACHE_MB * 1024 * 1024, prefixBlockTokens: e.PREFIX_BLOCK_TOKENS, maxQueueWaitMs: e.MAX_QUEUE_WAIT_MS, speculation: { mode: e.SPEC_DECODING, maxDraft: e.SPEC_MAX_DRAFT }, ...(e.BATCH_ROWS_BESIDE_INTERACTIVE > 0 ? { batchRowsBesideInteractive: e.BATCH_ROWS_BESIDE_INTERACTIVE } : {}) },
     executionProvider: e.EXECUTION_PROVIDER,
     intraOpThreads: e.INTRA_OP_THREADS,
     slotKvEdit: e.SLOT_KV_EDIT,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { staticBatching } from '../../test/support/static-batching.ts'
-import { BURST_CHUNKS, chunkFor, Scheduler, type SchedulerLimits } from './scheduler.ts'
+import { BURST_CHUNKS, chunkFor, INTERACTIVE_LINGER_MS, Scheduler, type SchedulerLimits } from './scheduler.ts'
 import { letterDecoder, ScriptedRunner } from '../../test/support/scripted-runner.ts'
 import { Sequence } from './sequence.ts'
 import { CLASS_PRIORITY } from '../../../shared/src/priority.ts'
@@ -273,6 +273,47 @@ describe('Scheduler', () => {
     deliver(other.update(plan, await runner.step(plan)))
     other.add(seq(2, 3, 1000).s)
     expect(other.schedule(0).decode).toBe(true)
+  })
+
+  it('holds batch-class rows to batchRowsBesideInteractive while interactive work is live and for INTERACTIVE_LINGER_MS after, never preempting them for it', async () => {
+    const runner = new ScriptedRunner()
+    const tick = async (sched: Scheduler, nowMs: number) => {
+      const plan = sched.schedule(nowMs)
+      deliver(sched.update(plan, await runner.step(plan)))
+      return plan
+    }
+    const batchRows = (sched: Scheduler) => sched.running.filter((s) => s.priority >= CLASS_PRIORITY.batch).length
+    const run = async (limit: number | undefined) => {
+      const sched = new Scheduler(limits({ maxBatch: 8, ...(limit ? { batchRowsBesideInteractive: limit } : {}) }))
+      const interactive = seq(2, 100, 0)
+      sched.add(interactive.s)
+      await tick(sched, 0)
+      for (let i = 0; i < 5; i++) sched.add(seq(2, 100, 1000).s)
+      for (let t = 1; t <= 6; t++) await tick(sched, t)
+      const beside = batchRows(sched)
+      sched.cancel(interactive.s, 'abort')
+      await tick(sched, 10)
+      for (let t = 11; t <= 14; t++) await tick(sched, t)
+      const lingering = batchRows(sched)
+      for (let t = 10 + INTERACTIVE_LINGER_MS; t <= 14 + INTERACTIVE_LINGER_MS; t++) await tick(sched, t)
+      return { beside, lingering, after: batchRows(sched) }
+    }
+    expect(await run(2)).toEqual({ beside: 2, lingering: 2, after: 5 })
+    // The control: without the limit every batch row joins beside the interactive one.
+    expect(await run(undefined)).toEqual({ beside: 5, lingering: 5, after: 5 })
+
+    // Batch rows already running when interactive work arrives finish; they are not preempted.
+    const sched = new Scheduler(limits({ maxBatch: 8, batchRowsBesideInteractive: 2 }))
+    for (let i = 0; i < 4; i++) sched.add(seq(2, 100, 1000).s)
+    for (let t = 0; t < 4; t++) await tick(sched, t)
+    expect(batchRows(sched)).toBe(4)
+    sched.add(seq(2, 100, 0).s)
+    const waiting = seq(2, 100, 1000)
+    sched.add(waiting.s)
+    for (let t = 4; t < 8; t++) expect((await tick(sched, t)).release).toEqual([])
+    expect(batchRows(sched)).toBe(4)
+    expect(sched.running).toHaveLength(5)
+    expect(waiting.s.state).toBe('waiting')
   })
 
   it('takes a request of better priority into a full queue in place of its worst, which ends overloaded', () => {

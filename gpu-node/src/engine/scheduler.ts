@@ -41,6 +41,16 @@ export function chunkFor(chunk: number, waiting: number, decoding: number): numb
 }
 
 /**
+ * How long after the last interactive request leaves batch rows stay limited
+ * (`batchRowsBesideInteractive`): the limit helps an interactive request only if the batch is
+ * already small when it arrives, and a user's next request (a keystroke, a chat turn) is seconds
+ * away, not milliseconds.
+ */
+export const INTERACTIVE_LINGER_MS = 5000
+
+const isInteractive = (s: Sequence) => s.priority < CLASS_PRIORITY.batch
+
+/**
  * Decides each tick who runs. Contract:
  * - a tick is one decode step over every running sequence plus at most one prefill chunk: a
  *   slice of one long prompt, or several whole short prompts whose left-padded batch
@@ -85,6 +95,10 @@ export class Scheduler {
   private saves: BlockSave[] = []
   /** Speculative decoding by prompt lookup, when on and the runner verifies drafts (speculation.ts). */
   readonly speculation?: Speculation
+  /** When interactive work was last seen (running, prefilling or queued). */
+  private interactiveSeenMs = -Infinity
+  /** Batch-class rows this tick may hold in all: limited while interactive work is live. */
+  private batchRowLimit = Infinity
 
   constructor(
     readonly limits: SchedulerLimits,
@@ -171,6 +185,7 @@ export class Scheduler {
 
   schedule(nowMs: number): StepPlan {
     this.preemptToFitBudget()
+    this.batchRowLimit = this.batchRowsAllowed(nowMs)
     const chunk = chunkFor(this.limits.prefillChunkTokens, this.queue.before(CLASS_PRIORITY.batch), this.running.length)
     this.admitPrefill(nowMs, chunk)
     // A takeover's or a restore's prompt rides on the decode step: it runs even ahead of a better prefill.
@@ -498,9 +513,31 @@ export class Scheduler {
     return leader.state === 'waiting' || leader.state === 'prefilling'
   }
 
-  /** Would the batch, with `seq` and those already prefilling joined, stay within the batch cap and the KV budget? */
+  /**
+   * The batch-class rows a tick may hold: `batchRowsBesideInteractive` while interactive work is
+   * live (queued, prefilling or running, or gone less than INTERACTIVE_LINGER_MS ago), else no
+   * limit. A decode step's time grows with its rows where compute bounds it (a CPU: zl-code's
+   * 16-row step takes about twice an 8-row one), and an interactive arrival waits for the step
+   * in flight before its prefill runs ahead of the batch; fewer batch rows make that wait
+   * shorter, at the cost of batch throughput, and only while interactive requests are there to
+   * gain. Rows already running are not preempted for it: they finish, and the batch shrinks as
+   * they do.
+   */
+  private batchRowsAllowed(nowMs: number): number {
+    const limit = this.limits.batchRowsBesideInteractive
+    if (!limit) return Infinity
+    const head = this.queue.peek()
+    if ((head && isInteractive(head)) || this.running.some(isInteractive) || this.prefilling.some(isInteractive)) this.interactiveSeenMs = nowMs
+    return nowMs - this.interactiveSeenMs < INTERACTIVE_LINGER_MS ? limit : Infinity
+  }
+
+  /** Would the batch, with `seq` and those already prefilling joined, stay within the batch cap, the batch-class rows' limit and the KV budget? */
   private fits(seq: Sequence): boolean {
     const rows = this.running.length + this.prefilling.length + 1
+    if (!isInteractive(seq) && this.batchRowLimit !== Infinity) {
+      const batchRows = this.running.filter((s) => !isInteractive(s)).length + this.prefilling.filter((s) => !isInteractive(s)).length
+      if (batchRows >= this.batchRowLimit) return false
+    }
     if (rows === 1) return true
     if (rows > this.limits.maxBatch) return false
     let longest = Math.max(this.longestRunning(), seq.tokens.length)

@@ -35,6 +35,11 @@ export interface EngineLimits {
   maxQueueWaitMs?: number
   /** Speculative decoding by prompt lookup (SPEC_DECODING, SPEC_MAX_DRAFT); absent: off. */
   speculation?: SpeculationSettings
+  /**
+   * The most batch-class rows (priority at or past CLASS_PRIORITY.batch) admitted to the batch
+   * while interactive work is live (scheduler.ts, BATCH_ROWS_BESIDE_INTERACTIVE); absent: no limit.
+   */
+  batchRowsBesideInteractive?: number
 }
 
 /** A generation request as the engine sees it: tokens in, stop rules, sampling. */
