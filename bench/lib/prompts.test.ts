@@ -23,6 +23,14 @@ describe('prompts of an exact length', () => {
     }
   })
 
+  it('gives a variant at one length a first block of its own, not the start of the same variant at another', () => {
+    const tok = new ModelTokenizer(readModelDir(DEFAULT_MODEL_DIR))
+    const first = (length: number, variant: number) => tok.encodeText(textPromptOfLength(DEFAULT_MODEL_DIR, length, variant).text).slice(0, DEFAULT_PREFIX_BLOCK_TOKENS).join(',')
+    // A seed of the variant alone made 3 of these 20 a prefix of the longer one.
+    const shared = Array.from({ length: 20 }, (_, i) => 300 + i).filter((v) => first(48, v) === first(160, v))
+    expect(shared).toEqual([])
+  })
+
   it('gives the same prompt for the same variant', () => {
     expect(textPromptOfLength(DEFAULT_MODEL_DIR, 48, 3)).toEqual(textPromptOfLength(DEFAULT_MODEL_DIR, 48, 3))
   })

@@ -58,16 +58,17 @@ function remembered(key: string, modelDir: string, find: (t: { tok: ModelTokeniz
 }
 
 /**
- * Words drawn at random, seeded by (variant, attempt), until the count is `target`; a draw that
- * overshoots is tried again with the next attempt's words. Each variant is its own word sequence
- * from the first word on, so two variants share no prefix-cache block. (Windows of one fixed word
- * cycle, as before, gave only 8 distinct 48-token prompts across 26 variants: "fresh" prompts hit
- * the prefix cache.)
+ * Words drawn at random, seeded by (variant, target, attempt), until the count is `target`; a
+ * draw that overshoots is tried again with the next attempt's words. Each variant and length is
+ * its own word sequence from the first word on, so no two share a prefix-cache block. (Windows of
+ * one fixed word cycle, as before, gave only 8 distinct 48-token prompts across 26 variants:
+ * "fresh" prompts hit the prefix cache.)
  */
 function search(count: (text: string) => number, target: number, variant: number): ExactPrompt {
   let best: ExactPrompt | undefined
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-    const random = seededRandom(Math.imul(variant * ATTEMPTS + attempt + 1, 0x9e3779b1))
+    // The length is in the seed too: variant v at 48 tokens is not the start of variant v at 160.
+    const random = seededRandom(Math.imul(((variant * 4099 + target) * ATTEMPTS + attempt + 1) | 0, 0x9e3779b1))
     const words: string[] = []
     for (let n = 1; n <= target * 2; n++) {
       words.push(WORDS[Math.floor(random() * WORDS.length)]!)

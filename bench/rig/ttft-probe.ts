@@ -5,7 +5,7 @@
  * own event loop would delay the first tokens it measures, which the node had already sent.
  * Once started it prints `ready`; its prompts then come on stdin as a JSON array of strings, one
  * per request in order (cycled if it runs out): made by the caller before the load starts, so no
- * prompt search (bench/lib/prompts.ts, ~10 ms of CPU each) runs on the node's cores while it
+ * prompt search (bench/lib/prompts.ts, 6–18 ms of CPU each) runs on the node's cores while it
  * measures.
  *   argv: NODE_URL MODEL MAX_TOKENS DURATION_MS INTERVAL_MS [PRIORITY]
  */
@@ -13,8 +13,8 @@ import { text } from 'node:stream/consumers'
 import { benchAgent, streamCompletion } from '../load/client.ts'
 
 const [url, model, maxTokens, durationMs, intervalMs, priority] = process.argv.slice(2)
-// Started (modules loaded, ~0.5 s of CPU): the caller sends the prompts once every probe is, so
-// no probe's start-up runs beside another's measured requests.
+// Started, its modules loaded: the caller sends the prompts once every probe has said so, so no
+// probe's start-up runs beside another's measured requests.
 process.stdout.write('ready\n')
 const prompts = JSON.parse(await text(process.stdin)) as string[]
 const agent = benchAgent()
