@@ -7,12 +7,12 @@
  *   under its own x-zl-supersede key, the prompt one keystroke longer each time. Keys: the model steps a superseded request still ran after its successor
  *   arrived (the node's zl_abort_free_steps: a step is one token per row), and the p99 TTFT of
  *   the requests that got a first token ÷ the idle TTFT of the same kind of request.
- * - priority (the same model): batch traffic at twice the node's batch (2 × MAX_BATCH closed-loop
- *   clients, x-zl-priority 1000: direct, the node takes the edge's number) while one interactive
- *   client, in a process of its own, asks 100 ms after each answer; its p99 TTFT ÷ idle, with
- *   BATCH_ROWS_BESIDE_INTERACTIVE at half the batch. Requests of the same kind sent as batch
- *   ones, beside, show what priority changes; the same part on a node without the limit, after,
- *   what the limit buys and what it costs the batch.
+ * - priority (the same model, a fresh node): batch traffic at twice the node's batch (2 ×
+ *   MAX_BATCH closed-loop clients, x-zl-priority 1000: direct, the node takes the edge's number)
+ *   while one interactive client, in a process of its own, asks 100 ms after each answer; its
+ *   p99 TTFT ÷ idle, with BATCH_ROWS_BESIDE_INTERACTIVE at half the batch. Requests of the same
+ *   kind sent as batch ones, beside, show what priority changes; the same part on another fresh
+ *   node without the limit, what the limit buys and what it costs the batch.
  * - warm turns (small preset, as the issue measured): conversations of 6 turns over a ~900-token
  *   system prompt, one at a time (4, quick 2), prefix cache on; each warm turn's TTFT ÷ the TTFT
  *   of a fresh request made of just its uncached tokens (usage's cached_tokens tells how many),
@@ -48,6 +48,7 @@ const PROBE_INTERVAL_MS = 100
 const BATCH_CAP = 16
 /** BATCH_ROWS_BESIDE_INTERACTIVE: half the batch for batch-class rows while interactive requests come. */
 const BATCH_ROWS = BATCH_CAP / 2
+const NODE_ENV = { MAX_BATCH: String(BATCH_CAP), MAX_QUEUE: '256' }
 const WARM_MODEL = 'models/small'
 type ChatMessage = { role: 'system' | 'user' | 'assistant'; content: string }
 /** Conversations of the warm-turn part, one at a time: each gives 5 warm turns (a fresh request each beside). */
@@ -60,35 +61,27 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 export async function runRealtime(ctx: BenchContext): Promise<SectionResult> {
   const notes: string[] = []
   const raw: Record<string, unknown> = {}
-  // The batch-rows limit acts only while interactive work is live, which the typing part's
-  // requests always are: it shapes the priority part alone.
-  const node = await startGpuNode({ modelDir: DEFAULT_MODEL_DIR, env: { MAX_BATCH: String(BATCH_CAP), MAX_QUEUE: '256', BATCH_ROWS_BESIDE_INTERACTIVE: String(BATCH_ROWS) } })
+  const node = await startGpuNode({ modelDir: DEFAULT_MODEL_DIR, env: NODE_ENV })
   let typing: { steps: number | null; p99OverIdle: number | null }
-  let priority: number | null
   try {
-    // Idle: the same kind of request alone on the idle node, as each part sends it.
-    const idle = { typing: await idleTtft(node, TYPING_PROMPT, COMPLETION_TOKENS, ctx.quick ? 4 : 10), priority: await idleTtft(node, PROBE_PROMPT, PROBE_TOKENS, ctx.quick ? 4 : 10) }
-    raw.idle_ttft_ms = { typing: round(idle.typing, 2), priority: round(idle.priority, 2) }
-    ctx.log(`idle TTFT (${DEFAULT_MODEL_DIR}, stream): ${TYPING_PROMPT}-token prompt ${round(idle.typing, 1)} ms, ${PROBE_PROMPT}-token prompt ${round(idle.priority, 1)} ms`)
-    typing = await runTyping(ctx, node, idle.typing, raw)
-    const limited = await runPriority(ctx, node, idle.priority, BATCH_ROWS)
-    priority = limited.ratio
-    raw.priority = limited.raw
+    // Idle: the same kind of request alone on the idle node, as the part sends it.
+    const idle = await idleTtft(node, TYPING_PROMPT, COMPLETION_TOKENS, ctx.quick ? 4 : 10)
+    raw.idle_ttft_ms = { typing: round(idle, 2) }
+    ctx.log(`idle TTFT (${DEFAULT_MODEL_DIR}, stream): ${TYPING_PROMPT}-token prompt ${round(idle, 1)} ms`)
+    typing = await runTyping(ctx, node, idle, raw)
   } finally {
     await node.stop()
   }
-  // The same priority part on a node without the batch-rows limit: what the limit buys and costs.
-  const unlimited = await startGpuNode({ modelDir: DEFAULT_MODEL_DIR, env: { MAX_BATCH: String(BATCH_CAP), MAX_QUEUE: '256' } })
-  try {
-    const idle = await idleTtft(unlimited, PROBE_PROMPT, PROBE_TOKENS, ctx.quick ? 4 : 10)
-    const off = await runPriority(ctx, unlimited, idle, 0)
-    raw.priority_without_batch_rows_limit = { ...off.raw, idle_ttft_ms: round(idle, 2), p99_over_idle: off.ratio }
-  } finally {
-    await unlimited.stop()
-  }
+  // Priority on a fresh node with the batch-rows limit (the key), then on another without it:
+  // what the limit buys and costs. Fresh nodes both, so neither inherits the typing part's state.
+  const limited = await priorityOnFreshNode(ctx, BATCH_ROWS)
+  raw.priority = limited.raw
+  const unlimited = await priorityOnFreshNode(ctx, 0)
+  raw.priority_without_batch_rows_limit = unlimited.raw
+  const priority = limited.ratio
   const warm = await runWarmTurns(ctx, raw)
   const spec = await runSpeculation(ctx, raw)
-  notes.push(`realtime: typing and priority on ${DEFAULT_MODEL_DIR} (MAX_BATCH ${BATCH_CAP}), warm turns on ${WARM_MODEL}; a GPU node each, direct, 2 intra-op threads (the node's default)`)
+  notes.push(`realtime: typing and priority on ${DEFAULT_MODEL_DIR} (MAX_BATCH ${BATCH_CAP}), warm turns on ${WARM_MODEL}; a fresh GPU node each, direct, 2 intra-op threads (the node's default)`)
   return {
     figures: {
       superseded_tokens_after_successor: typing.steps,
@@ -161,6 +154,18 @@ async function runTyping(ctx: BenchContext, node: GpuNode, idle: number, raw: Re
   raw.typing = { typists: TYPISTS, keystroke_ms: KEYSTROKE_MS, duration_ms: durationMs, requests: records.length, superseded, with_first_token: firsts.length, ttft_ms: { p50: round(median(firsts), 2), p99: p99 === null ? null : round(p99, 2) }, open_ttft_ms: { p50: round(median(opens), 2), max: round(Math.max(...opens), 2) }, steps_after_successor_mean: steps === null ? null : round(steps, 3) }
   ctx.log(`typing: ${records.length} requests, ${superseded} superseded; steps run after the successor arrived, mean ${steps === null ? '–' : round(steps, 2)}; TTFT p99 ${p99 === null ? '–' : round(p99, 1)} ms`)
   return { steps: steps === null ? null : round(steps), p99OverIdle: p99 === null ? null : round(p99 / idle) }
+}
+
+async function priorityOnFreshNode(ctx: BenchContext, limit: number): Promise<{ ratio: number | null; raw: Record<string, unknown> }> {
+  const node = await startGpuNode({ modelDir: DEFAULT_MODEL_DIR, env: { ...NODE_ENV, ...(limit > 0 ? { BATCH_ROWS_BESIDE_INTERACTIVE: String(limit) } : {}) } })
+  try {
+    const idle = await idleTtft(node, PROBE_PROMPT, PROBE_TOKENS, ctx.quick ? 4 : 10)
+    ctx.log(`idle TTFT (${DEFAULT_MODEL_DIR}, stream): ${PROBE_PROMPT}-token prompt ${round(idle, 1)} ms`)
+    const { ratio, raw } = await runPriority(ctx, node, idle, limit)
+    return { ratio, raw: { ...raw, idle_ttft_ms: round(idle, 2), p99_over_idle: ratio } }
+  } finally {
+    await node.stop()
+  }
 }
 
 async function runPriority(ctx: BenchContext, node: GpuNode, idle: number, limit: number): Promise<{ ratio: number | null; raw: Record<string, unknown> }> {
