@@ -59,7 +59,8 @@ const EnvSchema = z.object({
    * While interactive requests are live, batch-class rows take at most this many of the batch's
    * MAX_BATCH rows (engine/scheduler.ts, batchRowsAllowed); 0 (the default): no limit. For a node
    * whose step time grows with its rows (a CPU): shorter steps for interactive arrivals to wait
-   * out, less batch throughput. On a GPU a step of fewer rows is hardly faster: leave it at 0.
+   * out, less batch throughput. On a GPU, where reading the weights bounds a decode step, fewer
+   * rows should hardly be faster (not measured here): leave it at 0.
    */
   BATCH_ROWS_BESIDE_INTERACTIVE: int(0, 4096).default(0),
   EXECUTION_PROVIDER: z.enum(['cpu', 'cuda']).default('cpu'),
